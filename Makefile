@@ -1,0 +1,71 @@
+# sluice build.  `make` builds build/sluice and build/libsluice.a; `make test`
+# runs every test and ends with "N passed, N failed"; `make demo` runs the
+# bundled model.  Sources are found by wildcard, so adding a module needs no
+# edit here.  Files named *_avx2.c / *_avx512.c get their ISA flags; the
+# binary picks a path at run time by CPU feature detection.
+
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+WERROR  ?=
+SAN     ?=
+WARN     = -Wall -Wextra $(if $(WERROR),-Werror)
+SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SANFLAGS = $(if $(SAN),$(SANITIZE))
+CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+LDLIBS   = -luring -lpcre2-8 -lutf8proc -lmicrohttpd -ljansson -lxxhash -ledit -lm -pthread
+ALLFLAGS = $(CPPFLAGS) $(CFLAGS) $(WARN) $(SANFLAGS) -pthread
+
+AVX2_FLAGS   = -mavx2 -mfma -mf16c -mbmi2
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LIB_SRC  = $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+CLI_SRC  = $(sort $(wildcard src/cli/*.c))
+TEST_SRC = $(sort $(wildcard tests/test_*.c))
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+DEPS_OK  = $(BUILD)/.deps-ok
+
+.PHONY: all test test-asan demo clean bench
+all: $(BUILD)/sluice $(BUILD)/libsluice.a
+
+$(DEPS_OK): mk/deps.sh
+	@sh mk/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+$(BUILD)/obj/%_avx2.o:   EXTRA = $(AVX2_FLAGS)
+$(BUILD)/obj/%_avx512.o: EXTRA = $(AVX512_FLAGS)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(EXTRA) -c $< -o $@
+
+$(BUILD)/libsluice.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/sluice: $(CLI_OBJ) $(BUILD)/libsluice.a
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsluice.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libsluice.a | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) -Itests -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
+test: all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+test-asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 test
+
+demo: all
+	./$(BUILD)/sluice run -n 96 -p "Once upon a time, in a small village by the sea, there lived"
+
+bench: all
+	sh bench/run.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,26 @@
+/* Shared pieces of the command-line front end. */
+#ifndef SLUICE_CLI_H
+#define SLUICE_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Each subcommand: argv[0] is the subcommand name; returns the exit code. */
+typedef int (*cli_cmd_fn)(int argc, char **argv);
+
+int cmd_inspect(int argc, char **argv);
+
+/* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Path of the bundled demo model (models/tinymoe-q8_0.gguf next to the binary's
+ * checkout, or $SLUICE_MODEL); NULL if none is found. */
+const char *cli_default_model(void);
+
+/* Parses sizes like 6G, 512M, 1.5GiB, 123456 into bytes; -1 on bad input. */
+int64_t cli_parse_size(const char *s);
+
+/* Formats bytes as a short human string ("1.25 GiB") into buf. */
+const char *cli_fmt_bytes(uint64_t bytes, char *buf, int cap);
+
+#endif

@@ -1,0 +1,210 @@
+/* sluice inspect: what is in a GGUF file, and how it splits into the resident
+ * spine and the routed experts that sluice streams. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "gguf/gguf.h"
+#include "gguf/summary.h"
+
+static void print_string(FILE *f, const gguf_str *s, size_t max)
+{
+    fputc('"', f);
+    for (uint64_t i = 0; i < s->len && i < max; i++) {
+        unsigned char c = (unsigned char)s->s[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+    if (s->len > max) fprintf(f, "... (%" PRIu64 " bytes)", s->len);
+}
+
+static void print_value(FILE *f, const gguf_value *v)
+{
+    if (v->type == GGUF_STRING) {
+        print_string(f, &v->str, 80);
+        return;
+    }
+    if (v->type != GGUF_ARRAY) {
+        /* scalars are stored widened; print via their own type */
+        if (v->type == GGUF_FLOAT32 || v->type == GGUF_FLOAT64) fprintf(f, "%g", v->f);
+        else if (v->type == GGUF_BOOL) fprintf(f, "%s", v->u ? "true" : "false");
+        else if (v->type == GGUF_INT8 || v->type == GGUF_INT16 || v->type == GGUF_INT32 || v->type == GGUF_INT64)
+            fprintf(f, "%" PRId64, v->i);
+        else fprintf(f, "%" PRIu64, v->u);
+        return;
+    }
+    fprintf(f, "[%s x %" PRIu64 "]", gguf_vtype_name(v->arr.type), v->arr.n);
+    uint64_t show = v->arr.n < 6 ? v->arr.n : 6;
+    if (show) fprintf(f, " ");
+    for (uint64_t i = 0; i < show; i++) {
+        if (i) fprintf(f, ", ");
+        if (v->arr.type == GGUF_STRING) print_string(f, &((gguf_str *)v->arr.data)[i], 24);
+        else if (v->arr.type == GGUF_ARRAY) print_value(f, &((gguf_value *)v->arr.data)[i]);
+        else {
+            gguf_value e = gguf_arr_scalar(v, i);
+            print_value(f, &e);
+        }
+    }
+    if (show < v->arr.n) fprintf(f, ", ...");
+}
+
+static void shape_str(const gguf_tensor *t, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t d = 0; d < t->n_dims && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, d ? " x " : "", t->ne[d]);
+}
+
+static void print_text(const gguf_file *g, const model_summary *s)
+{
+    char b1[32], b2[32], b3[32];
+    printf("file:          %s (GGUF v%u, %u part%s, alignment %u)\n", g->path, g->version, g->n_parts,
+           g->n_parts == 1 ? "" : "s", g->alignment);
+    printf("architecture:  %s\n", s->arch[0] ? s->arch : "(none)");
+    printf("\nmetadata (%" PRIu64 " keys):\n", g->n_kv);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        printf("  %-44s ", g->kv[i].key);
+        print_value(stdout, &g->kv[i].v);
+        printf("\n");
+    }
+    printf("\ntokenizer:     %s\n", s->tokenizer);
+    printf("\ntensors (%" PRIu64 "):\n  %-36s %-8s %-22s %14s %14s\n", g->n_tensors, "name", "type", "shape",
+           "bytes", "offset");
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        char shape[96];
+        shape_str(t, shape, sizeof shape);
+        printf("  %-36s %-8s %-22s %14" PRIu64 " %14" PRIu64 "%s\n", t->name, ggml_type_name(t->type), shape,
+               t->nbytes, t->file_off, t->file ? " (part>1)" : "");
+    }
+    printf("\nsummary:\n");
+    printf("  spine (resident):    %s in %" PRIu64 " tensors\n", cli_fmt_bytes(s->spine_bytes, b1, 32),
+           s->spine_tensors);
+    printf("  routed experts:      %s in %" PRIu64 " tensors over %u MoE layers\n",
+           cli_fmt_bytes(s->expert_bytes, b1, 32), s->expert_tensors, s->moe_layers);
+    if (s->moe_layers) {
+        printf("  experts per layer:   %u, used per token: %u\n", s->n_expert, s->n_expert_used);
+        if (s->expert_bytes_min == s->expert_bytes_max)
+            printf("  one expert:          %s per layer\n", cli_fmt_bytes(s->expert_bytes_max, b1, 32));
+        else
+            printf("  one expert:          %s to %s per layer (types differ by layer)\n",
+                   cli_fmt_bytes(s->expert_bytes_min, b1, 32), cli_fmt_bytes(s->expert_bytes_max, b2, 32));
+        printf("  routed reads/token:  %s if nothing is cached\n",
+               cli_fmt_bytes(s->expert_bytes_per_token, b3, 32));
+    }
+    printf("  total tensor bytes:  %s (%" PRIu64 " bytes)\n", cli_fmt_bytes(s->total_bytes, b1, 32),
+           s->total_bytes);
+}
+
+static json_t *value_json(const gguf_value *v);
+
+static json_t *array_elem_json(const gguf_value *v, uint64_t i)
+{
+    gguf_vtype t = v->arr.type;
+    if (t == GGUF_STRING) {
+        const gguf_str *s = &((gguf_str *)v->arr.data)[i];
+        return json_stringn_nocheck(s->s, s->len);
+    }
+    if (t == GGUF_ARRAY) return value_json(&((gguf_value *)v->arr.data)[i]);
+    gguf_value e = gguf_arr_scalar(v, i);
+    return value_json(&e);
+}
+
+static json_t *value_json(const gguf_value *v)
+{
+    switch (v->type) {
+    case GGUF_STRING: return json_stringn_nocheck(v->str.s, v->str.len);
+    case GGUF_FLOAT32: case GGUF_FLOAT64: return json_real(v->f);
+    case GGUF_BOOL: return json_boolean(v->u);
+    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64: return json_integer(v->i);
+    case GGUF_ARRAY: break;
+    default: return json_integer((json_int_t)v->u);
+    }
+    /* big arrays (vocabularies) are summarised, not dumped */
+    if (v->arr.n > 64) return json_pack("{s:s,s:I}", "array_of", gguf_vtype_name(v->arr.type), "n", (json_int_t)v->arr.n);
+    json_t *a = json_array();
+    for (uint64_t i = 0; i < v->arr.n; i++) json_array_append_new(a, array_elem_json(v, i));
+    return a;
+}
+
+static json_t *summary_json(const model_summary *s)
+{
+    json_t *layers = json_array();
+    for (uint32_t i = 0; i < s->n_layers; i++)
+        if (s->layer_expert_bytes[i])
+            json_array_append_new(layers, json_pack("{s:i,s:I}", "layer", (int)i, "one_expert_bytes",
+                                                    (json_int_t)s->layer_expert_bytes[i]));
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:o}", "spine_bytes", (json_int_t)s->spine_bytes,
+                     "spine_tensors", (json_int_t)s->spine_tensors, "expert_bytes", (json_int_t)s->expert_bytes,
+                     "expert_tensors", (json_int_t)s->expert_tensors, "total_bytes", (json_int_t)s->total_bytes,
+                     "moe_layers", (int)s->moe_layers, "experts_per_layer", (int)s->n_expert,
+                     "experts_per_token", (int)s->n_expert_used, "one_expert_bytes_min",
+                     (json_int_t)s->expert_bytes_min, "one_expert_bytes_max", (json_int_t)s->expert_bytes_max,
+                     "expert_bytes_per_token", (json_int_t)s->expert_bytes_per_token, "per_layer", layers);
+}
+
+static void print_json(const gguf_file *g, const model_summary *s)
+{
+    json_t *meta = json_object();
+    for (uint64_t i = 0; i < g->n_kv; i++) json_object_set_new(meta, g->kv[i].key, value_json(&g->kv[i].v));
+    json_t *tensors = json_array();
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        json_t *shape = json_array();
+        for (uint32_t d = 0; d < t->n_dims; d++) json_array_append_new(shape, json_integer(t->ne[d]));
+        json_array_append_new(tensors, json_pack("{s:s,s:s,s:o,s:I,s:I,s:i,s:b}", "name", t->name, "type",
+                                                 ggml_type_name(t->type), "shape", shape, "bytes",
+                                                 (json_int_t)t->nbytes, "offset", (json_int_t)t->file_off, "part",
+                                                 (int)t->file, "expert", gguf_is_expert_tensor(t->name)));
+    }
+    json_t *root = json_pack("{s:s,s:i,s:i,s:i,s:s,s:s,s:o,s:o,s:o}", "file", g->path, "version", (int)g->version,
+                             "parts", (int)g->n_parts, "alignment", (int)g->alignment, "architecture", s->arch,
+                             "tokenizer", s->tokenizer, "metadata", meta, "tensors", tensors, "summary",
+                             summary_json(s));
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    printf("\n");
+    json_decref(root);
+}
+
+static void inspect_usage(void)
+{
+    printf("usage: sluice inspect [-m] MODEL.gguf [--json]\n"
+           "  Prints the architecture and hyperparameters, the tokenizer, every tensor\n"
+           "  (name, type, shape, bytes, offset) and how the weights split into the\n"
+           "  resident spine and the routed experts that are streamed from disk.\n"
+           "  --json   one machine-readable JSON object instead of text\n");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return inspect_usage(), 0;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
+        else if (argv[i][0] == '-') return cli_fail("inspect: unknown option '%s'", argv[i]);
+        else path = argv[i];
+    }
+    if (!path) path = cli_default_model();
+    if (!path) return cli_fail("inspect: no model given (sluice inspect MODEL.gguf)");
+    sl_err err;
+    gguf_file *g;
+    if (gguf_open(&g, path, &err)) return cli_fail("%s", err.msg);
+    model_summary s;
+    if (model_summary_build(&s, g, &err)) {
+        gguf_close(g);
+        return cli_fail("%s", err.msg);
+    }
+    if (json) print_json(g, &s);
+    else print_text(g, &s);
+    model_summary_free(&s);
+    gguf_close(g);
+    return 0;
+}

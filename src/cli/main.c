@@ -1,0 +1,41 @@
+/* sluice command-line entry: dispatches to one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sluice.h"
+
+typedef struct {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "sluice %s: run Mixture-of-Experts models larger than RAM, exactly\n\n", SLUICE_VERSION);
+    fprintf(f, "usage: sluice COMMAND [options]   (sluice COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("sluice %s\n", SLUICE_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sluice: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,93 @@
+/* Compute kernels: quantised matrix products and the element-wise ops of a
+ * transformer layer.
+ *
+ * Numerics contract (the reason this module exists in this shape):
+ *  1. Activations are converted exactly as ggml's CPU backend does before a
+ *     dot product with a weight of type W (its "vec_dot_type"): F32 -> f32,
+ *     F16 -> f16, BF16 -> bf16, Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 -> Q8_0,
+ *     Q4_1/Q5_1 -> Q8_1, K-quants/IQ4_XS -> Q8_K.  That is what makes routing
+ *     and logits match llama.cpp on quantised MoE models.
+ *  2. Every output element y[t][r] = dot(W row r, activation row t) is a pure
+ *     function of those two rows: fixed reduction order, independent of the
+ *     number of rows or tokens in the call, of tiling, of the thread count and
+ *     of the ISA path (scalar, AVX2, AVX-512 give bit-identical results).
+ *     Integer partial sums are exact; the float accumulation order per element
+ *     is the one documented in docs/KERNELS.md and emulated by the scalar path.
+ *  This is what makes prefill, decode, speculative verification and any
+ *  thread count produce bit-identical logits. */
+#ifndef SLUICE_KERNELS_H
+#define SLUICE_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/ggml_type.h"
+#include "kernels/pool.h"
+#include "util/err.h"
+
+/* A weight matrix in GGUF layout: ne1 rows of ne0 elements, rows row_bytes apart. */
+typedef struct {
+    uint32_t type;    /* ggml_type */
+    int64_t ne0, ne1; /* in-features (row length), out-features (row count) */
+    size_t row_bytes;
+    const void *data;
+} sl_mat;
+
+/* Activation rows converted to the vec_dot_type of some weight type. */
+typedef struct {
+    uint32_t vtype;   /* ggml_type of the converted rows */
+    int64_t n;        /* elements per row */
+    int64_t rows;
+    size_t row_bytes;
+    void *data;       /* owned; grown on demand */
+    size_t cap;
+} sl_act;
+
+/* Which SIMD path the kernels use; detected once, overridable for tests. */
+typedef enum { SL_ISA_SCALAR = 0, SL_ISA_AVX2 = 1, SL_ISA_AVX512 = 2 } sl_isa;
+sl_isa kernels_isa(void);              /* the path in use */
+sl_isa kernels_isa_detected(void);     /* the best the CPU supports */
+void kernels_set_isa(sl_isa isa);      /* clamps to what the CPU supports */
+const char *kernels_isa_name(sl_isa isa);
+
+/* Whether sluice can multiply by weights of this type (kernels exist). */
+bool kernels_supports(uint32_t wtype);
+/* ggml vec_dot_type for a weight type. */
+uint32_t kernels_vec_dot_type(uint32_t wtype);
+
+/* Converts ROWS rows of N floats (x_stride floats apart) for use with weights
+ * of type WTYPE.  Returns -1 (message names the type) if unsupported. */
+int act_prepare(sl_act *a, uint32_t wtype, const float *x, int64_t n, int64_t rows, size_t x_stride,
+                sl_err *err);
+void act_free(sl_act *a);
+
+/* y[t * y_stride + r] = dot(W row r, x row t) for r in [0, w->ne1), t in
+ * [0, x->rows).  x must have been prepared for w->type.  Work is split over
+ * the pool by rows; pool may be NULL (single thread). */
+void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool *pool);
+
+/* Same, restricted to rows [r0, r1) and computed on the calling thread
+ * (for callers that schedule their own work). */
+void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+
+/* Dequantises row R of W into N floats (embedding lookups, tests). */
+void mat_get_row(const sl_mat *w, int64_t r, float *out);
+
+/* ---- element-wise ops (deterministic, sequential reductions) ---- */
+
+/* out = x / sqrt(mean(x^2) + eps) * w  (w may be NULL); sum in double like ggml. */
+void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* In-place softmax over n values, max-subtracted. */
+void op_softmax(float *x, int64_t n);
+/* out = silu(g) * u */
+void op_swiglu(float *out, const float *g, const float *u, int64_t n);
+float op_silu(float x);
+
+/* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */
+uint16_t fp32_to_fp16(float f);
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);
+float bf16_to_fp32(uint16_t h);
+
+#endif
