@@ -1,0 +1,57 @@
+/* A loaded model and the sessions that run it.
+ *
+ * model_load reads the GGUF metadata into hyperparameters (exactly as
+ * llama.cpp reads them; a missing required key is an error naming it),
+ * checks every tensor's presence, type and shape, loads the dense spine into
+ * RAM and attaches an expert provider for the routed experts (in-RAM by
+ * default; the SSD store replaces it in streaming mode).
+ *
+ * A session owns one sequence's KV cache and scratch.  session_eval appends
+ * tokens and returns logits; a batch of N tokens gives bit-identical logits
+ * to N single-token calls (see kernels.h for why). */
+#ifndef SLUICE_MODEL_H
+#define SLUICE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "experts/provider.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "tok/tokenizer.h"
+#include "util/err.h"
+
+typedef struct sl_model sl_model;
+typedef struct sl_session sl_session;
+
+typedef struct {
+    /* Expert provider to use; NULL = load all experts into RAM. The model
+     * does not own it unless own_provider is set. */
+    expert_provider *provider;
+    bool own_provider;
+} model_opts;
+
+int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err);
+void model_free(sl_model *m);
+
+const gguf_file *model_gguf(const sl_model *m);
+const sl_vocab *model_vocab(const sl_model *m);
+const char *model_arch(const sl_model *m);
+int32_t model_n_vocab(const sl_model *m);
+int32_t model_n_ctx_train(const sl_model *m);
+
+/* n_ctx: KV capacity in tokens (<= 0: the model's training context). */
+int session_create(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, sl_err *err);
+void session_free(sl_session *s);
+int32_t session_pos(const sl_session *s);   /* tokens held in the KV cache */
+int32_t session_n_ctx(const sl_session *s);
+
+/* Appends N tokens at positions pos..pos+N-1.  Writes logits of the last
+ * token to LOGITS[n_vocab], or of every token to LOGITS[N * n_vocab] when
+ * ALL is set.  Running past n_ctx is an error (context overflow). */
+int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits, bool all, sl_err *err);
+
+/* Forgets KV entries at positions >= POS (for rejected draft tokens, edits). */
+void session_rewind(sl_session *s, int32_t pos);
+
+#endif
