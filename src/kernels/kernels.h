@@ -44,12 +44,8 @@ typedef struct {
     size_t cap;
 } sl_act;
 
-/* Which SIMD path the kernels use; detected once, overridable for tests. */
-typedef enum { SL_ISA_SCALAR = 0, SL_ISA_AVX2 = 1, SL_ISA_AVX512 = 2 } sl_isa;
-sl_isa kernels_isa(void);              /* the path in use */
-sl_isa kernels_isa_detected(void);     /* the best the CPU supports */
-void kernels_set_isa(sl_isa isa);      /* clamps to what the CPU supports */
-const char *kernels_isa_name(sl_isa isa);
+/* The SIMD path is a property of the pool (see pool.h: pool_isa /
+ * pool_set_isa), not a global: tests run the same product on every path. */
 
 /* Whether sluice can multiply by weights of this type (kernels exist). */
 bool kernels_supports(uint32_t wtype);
@@ -59,7 +55,7 @@ uint32_t kernels_vec_dot_type(uint32_t wtype);
 /* Converts ROWS rows of N floats (x_stride floats apart) for use with weights
  * of type WTYPE.  Returns -1 (message names the type) if unsupported. */
 int act_prepare(sl_act *a, uint32_t wtype, const float *x, int64_t n, int64_t rows, size_t x_stride,
-                sl_err *err);
+                sl_pool *pool, sl_err *err);
 void act_free(sl_act *a);
 
 /* y[t * y_stride + r] = dot(W row r, x row t) for r in [0, w->ne1), t in
@@ -67,9 +63,10 @@ void act_free(sl_act *a);
  * the pool by rows; pool may be NULL (single thread). */
 void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool *pool);
 
-/* Same, restricted to rows [r0, r1) and computed on the calling thread
- * (for callers that schedule their own work). */
-void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+/* Same, restricted to rows [r0, r1) and computed on the calling thread with
+ * the given ISA path (for callers that schedule their own work). */
+void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1,
+                 sl_isa isa);
 
 /* Dequantises row R of W into N floats (embedding lookups, tests). */
 void mat_get_row(const sl_mat *w, int64_t r, float *out);
