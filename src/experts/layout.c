@@ -1,6 +1,12 @@
 #include "experts/layout.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+const char *const EXPERT_PART_NAMES[EXPERT_MAX_PARTS] = {
+    "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+    "ffn_gate_exps.bias",   "ffn_up_exps.bias",   "ffn_down_exps.bias",
+};
 
 int expert_layout_init(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
                        sl_err *err)
@@ -31,6 +37,7 @@ int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err 
         return sl_errf(err, "%s: expert tensor '%s' has %lld experts in its last dimension, expected %d",
                        L->g->path, t->name, (long long)ne, L->n_expert);
     uint64_t stride = t->nbytes / (uint64_t)ne;
+    l->part_kind[l->n_parts] = -1;
     l->parts[l->n_parts++] = (expert_part){.file = t->file, .off = t->file_off, .stride = stride, .bytes = stride};
     return 0;
 }
@@ -47,4 +54,23 @@ int expert_layout_moe_layers(const expert_layout *L)
     int n = 0;
     for (int l = 0; l < L->n_layers; l++) n += L->layer[l].n_parts > 0;
     return n;
+}
+
+int expert_layout_from_gguf(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
+                            sl_err *err)
+{
+    if (expert_layout_init(L, g, n_layers, n_expert, n_used, err)) return -1;
+    for (int l = 0; l < n_layers; l++)
+        for (int k = 0; k < EXPERT_MAX_PARTS; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, EXPERT_PART_NAMES[k]);
+            const gguf_tensor *t = gguf_find_tensor(g, name);
+            if (!t) continue;
+            if (expert_layout_add(L, l, t, err)) {
+                expert_layout_free(L);
+                return -1;
+            }
+            L->layer[l].part_kind[L->layer[l].n_parts - 1] = (int8_t)k;
+        }
+    return 0;
 }

@@ -20,6 +20,7 @@ typedef struct {
 typedef struct {
     int n_parts;      /* 0 for dense layers */
     expert_part parts[EXPERT_MAX_PARTS];
+    int8_t part_kind[EXPERT_MAX_PARTS]; /* index into EXPERT_PART_NAMES, -1 if added by hand */
 } expert_layer;
 
 typedef struct {
@@ -35,6 +36,15 @@ void expert_layout_free(expert_layout *L);
 /* Appends tensor T (whose outermost dimension is the expert index) as the
  * next part of LAYER's experts. */
 int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err *err);
+
+/* The canonical part order every MoE layer uses for expert_view.parts. */
+extern const char *const EXPERT_PART_NAMES[EXPERT_MAX_PARTS];
+
+/* Builds the layout from the GGUF's blk.N.<part> tensors in canonical order
+ * (parts absent from a layer are skipped, so indices are per layer: the
+ * model reads expert_layer.part_kind to know which is which). */
+int expert_layout_from_gguf(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
+                            sl_err *err);
 
 /* Bytes of one whole expert of LAYER (0 for dense layers). */
 uint64_t expert_layout_bytes(const expert_layout *L, int layer);

@@ -1,5 +1,6 @@
 #include "experts/store.h"
 #include "experts/io.h"
+#include "experts/source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,10 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ALIGN 4096u
-
-static uint64_t align_down(uint64_t x) { return x & ~(uint64_t)(ALIGN - 1); }
-static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+static uint32_t align_up(uint32_t x) { return (x + 4095u) & ~4095u; }
 
 enum { REQ_WAIT_SLOT, REQ_LOADING, REQ_READY, REQ_GIVEN, REQ_RELEASED };
 
@@ -51,8 +49,11 @@ typedef struct {
     const expert_layout *L;
     store_config cfg;
     io_backend *io;
-    int *fds;               /* per gguf part: O_DIRECT fd (or plain) */
+    expert_source *src;     /* NULL in mmap mode */
+    int *map_fds;           /* mmap mode: per gguf part */
     uint8_t **maps;         /* mmap mode: per part mapping */
+    read_plan plan;         /* scratch for one expert's reads */
+    sl_err check_err;       /* message of the last failed integrity check */
     uint8_t *mem;
     uint64_t mem_bytes, slot_bytes;
     expert_cache *cache;
@@ -87,16 +88,7 @@ store_config store_config_default(uint64_t cache_bytes)
                           .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20};
 }
 
-uint64_t store_slot_bytes(const expert_layout *L)
-{
-    uint64_t best = 0;
-    for (int l = 0; l < L->n_layers; l++) {
-        uint64_t b = 0;
-        for (int p = 0; p < L->layer[l].n_parts; p++) b += align_up(L->layer[l].parts[p].bytes) + ALIGN;
-        if (b > best) best = b;
-    }
-    return best;
-}
+uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
 
 static double now_s(void)
 {
@@ -105,21 +97,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* ---- views: where expert (l, e)'s part p starts inside its slot ---- */
-
-static void slot_view(const store *s, int slot, int layer, int expert, expert_view *v)
-{
-    const expert_layer *el = &s->L->layer[layer];
-    uint8_t *base = s->mem + (uint64_t)slot * s->slot_bytes;
-    uint64_t cursor = 0;
-    v->id = expert;
-    for (int p = 0; p < el->n_parts; p++) {
-        const expert_part *pt = &el->parts[p];
-        uint64_t start = pt->off + (uint64_t)expert * pt->stride;
-        v->parts[p] = base + cursor + (start - align_down(start));
-        cursor += align_up(start + pt->bytes) - align_down(start);
-    }
-}
+/* ---- views ---- */
 
 static void map_view(const store *s, int layer, int expert, expert_view *v)
 {
@@ -131,54 +109,41 @@ static void map_view(const store *s, int layer, int expert, expert_view *v)
     }
 }
 
+static uint8_t *slot_mem(const store *s, int slot) { return s->mem + (uint64_t)slot * s->slot_bytes; }
+
 /* ---- reads ---- */
 
-/* Queues the chunked, aligned reads that fill SLOT with expert (l, e). */
+/* Queues the source's reads that fill SLOT with expert (l, e). */
 static int submit_expert(store *s, int slot, int layer, int expert, sl_err *err)
 {
-    const expert_layer *el = &s->L->layer[layer];
-    uint8_t *base = s->mem + (uint64_t)slot * s->slot_bytes;
-    io_req reqs[256];
-    int n = 0;
-    uint64_t cursor = 0;
     slot_state *ss = &s->slot[slot];
     *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert};
-    for (int p = 0; p < el->n_parts; p++) {
-        const expert_part *pt = &el->parts[p];
-        uint64_t start = pt->off + (uint64_t)expert * pt->stride;
-        uint64_t a0 = align_down(start), a1 = align_up(start + pt->bytes);
-        uint64_t fsize = s->L->g->parts[pt->file].size;
-        if (a1 > align_up(fsize)) a1 = align_up(fsize);
-        ss->expect += (a1 < fsize ? a1 : fsize) - a0; /* O_DIRECT stops at EOF */
-        for (uint64_t o = a0; o < a1; o += s->cfg.chunk_bytes) {
-            uint64_t len = a1 - o < s->cfg.chunk_bytes ? a1 - o : s->cfg.chunk_bytes;
-            if (n == 256) {
-                if (s->io->ops->submit(s->io, reqs, n, err)) return -1;
-                n = 0;
-            }
-            reqs[n++] = (io_req){.fd = s->fds[pt->file], .off = o, .len = (uint32_t)len,
-                                 .dst = base + cursor + (o - a0), .tag = make_tag(slot, pt->file, o)};
-            ss->chunks_left++;
-        }
-        cursor += a1 - a0;
-    }
+    read_plan *rp = &s->plan;
+    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, rp, err)) return -1;
+    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
+    ss->chunks_left = rp->n;
+    ss->expect = rp->expect;
     s->st.bytes_needed += expert_layout_bytes(s->L, layer);
-    return s->io->ops->submit(s->io, reqs, n, err);
+    return s->io->ops->submit(s->io, rp->req, rp->n, err);
 }
 
 /* The error for a slot whose reads failed or came back short. */
 static int slot_failed(store *s, int slot, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
-    const gguf_part *gp = &s->L->g->parts[ss->fail_file];
+    const expert_source *src = s->src;
+    const char *path = src->ops->file_path(src, ss->fail_file);
+    uint64_t size = src->ops->file_size(src, ss->fail_file);
     struct stat st;
-    if (fstat(s->fds[ss->fail_file], &st) == 0 && (uint64_t)st.st_size != gp->size)
+    if (fstat(src->ops->file_fd(src, ss->fail_file), &st) == 0 && (uint64_t)st.st_size != size)
         return sl_errf(err, "%s: model file changed size after opening (%llu -> %lld bytes) while reading expert %d of layer %d at offset %llu",
-                       gp->path, (unsigned long long)gp->size, (long long)st.st_size, ss->expert, ss->layer,
+                       path, (unsigned long long)size, (long long)st.st_size, ss->expert, ss->layer,
                        (unsigned long long)ss->fail_off);
-    return sl_errf(err, "%s: read of expert %d of layer %d at offset %llu failed: %s", gp->path, ss->expert,
+    return sl_errf(err, "%s: read of expert %d of layer %d at offset %llu failed: %s", path, ss->expert,
                    ss->layer, (unsigned long long)ss->fail_off,
-                   ss->failed == -ENODATA ? "short read (file truncated?)" : strerror(-ss->failed));
+                   ss->failed == -ENODATA   ? "short read (file truncated?)"
+                   : ss->failed == -EBADMSG ? s->check_err.msg
+                                            : strerror(-ss->failed));
 }
 
 static void mark_failed(slot_state *ss, int32_t code, uint32_t file, uint64_t off)
@@ -209,6 +174,9 @@ static int reap_one(store *s, sl_err *err)
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
     if (--ss->chunks_left > 0) return 0;
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
+    if (!ss->failed && s->src->ops->check &&
+        s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
+        mark_failed(ss, -EBADMSG, tag_file(tag), tag_off(tag));
     if (ss->req >= 0) {
         s->req[ss->req].state = REQ_READY;
         s->ready[(s->ready_head + s->n_ready++) % s->n] = ss->req;
@@ -304,7 +272,7 @@ static int st_next(expert_provider *p, expert_view *v, sl_err *err)
         s->req[i].state = REQ_RELEASED;
         return -2;
     }
-    slot_view(s, slot, s->layer, s->ids[i], v);
+    s->src->ops->view(s->src, s->layer, s->ids[i], slot_mem(s, slot), v);
     return i;
 }
 
@@ -343,13 +311,14 @@ static void st_destroy(expert_provider *p)
 {
     store *s = (store *)p;
     if (s->io) s->io->ops->destroy(s->io);
-    for (uint32_t f = 0; s->fds && f < s->L->g->n_parts; f++)
-        if (s->fds[f] >= 0) close(s->fds[f]);
+    if (s->src) s->src->ops->destroy(s->src);
+    for (uint32_t f = 0; s->map_fds && f < s->L->g->n_parts; f++)
+        if (s->map_fds[f] >= 0) close(s->map_fds[f]);
     for (uint32_t f = 0; s->maps && f < s->L->g->n_parts; f++)
         if (s->maps[f] && s->maps[f] != MAP_FAILED) munmap(s->maps[f], s->L->g->parts[f].size);
     if (s->mem) munmap(s->mem, s->mem_bytes);
     cache_free(s->cache);
-    free(s->fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
+    free(s->map_fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
     free(s);
 }
 
@@ -357,35 +326,17 @@ static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_
 
 /* ---- creation ---- */
 
-static int open_files(store *s, sl_err *err)
-{
-    const gguf_file *g = s->L->g;
-    s->fds = malloc(g->n_parts * sizeof *s->fds);
-    if (!s->fds) return sl_errf(err, "out of memory");
-    s->st.direct = 1;
-    for (uint32_t f = 0; f < g->n_parts; f++) s->fds[f] = -1;
-    for (uint32_t f = 0; f < g->n_parts; f++) {
-        int flags = O_RDONLY | O_CLOEXEC | (s->cfg.io == STORE_IO_MMAP ? 0 : O_DIRECT);
-        s->fds[f] = open(g->parts[f].path, flags);
-        if (s->fds[f] < 0 && errno == EINVAL && (flags & O_DIRECT)) {
-            /* filesystems without O_DIRECT (tmpfs): still correct, but the
-             * page cache holds a second copy; reported in the stats */
-            s->st.direct = 0;
-            s->fds[f] = open(g->parts[f].path, O_RDONLY | O_CLOEXEC);
-        }
-        if (s->fds[f] < 0) return sl_errf(err, "%s: cannot open for expert reads: %s", g->parts[f].path, strerror(errno));
-    }
-    if (s->cfg.io == STORE_IO_MMAP) s->st.direct = 0;
-    return 0;
-}
-
 static int map_files(store *s, sl_err *err)
 {
     const gguf_file *g = s->L->g;
     s->maps = calloc(g->n_parts, sizeof *s->maps);
-    if (!s->maps) return sl_errf(err, "out of memory");
+    s->map_fds = malloc(g->n_parts * sizeof *s->map_fds);
+    if (!s->maps || !s->map_fds) return sl_errf(err, "out of memory");
+    for (uint32_t f = 0; f < g->n_parts; f++) s->map_fds[f] = -1;
     for (uint32_t f = 0; f < g->n_parts; f++) {
-        s->maps[f] = mmap(NULL, g->parts[f].size, PROT_READ, MAP_SHARED, s->fds[f], 0);
+        s->map_fds[f] = open(g->parts[f].path, O_RDONLY | O_CLOEXEC);
+        if (s->map_fds[f] < 0) return sl_errf(err, "%s: cannot open: %s", g->parts[f].path, strerror(errno));
+        s->maps[f] = mmap(NULL, g->parts[f].size, PROT_READ, MAP_SHARED, s->map_fds[f], 0);
         if (s->maps[f] == MAP_FAILED) return sl_errf(err, "%s: mmap failed: %s", g->parts[f].path, strerror(errno));
     }
     return 0;
@@ -395,7 +346,7 @@ static int map_files(store *s, sl_err *err)
  * size is what the budget planned from the first token on. */
 static int alloc_slots(store *s, sl_err *err)
 {
-    s->slot_bytes = store_slot_bytes(s->L);
+    s->slot_bytes = s->src->ops->slot_bytes(s->src);
     int64_t n = s->slot_bytes ? (int64_t)(s->cfg.cache_bytes / s->slot_bytes) : 0;
     if (n < 1)
         return sl_errf(err, "expert cache of %llu bytes cannot hold one expert (%llu bytes); raise --mem",
@@ -428,7 +379,7 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     s->base.ops = &STORE_OPS;
     s->L = L;
     s->cfg = *cfg;
-    s->cfg.chunk_bytes = (uint32_t)align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
+    s->cfg.chunk_bytes = align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
     s->last_layer = L->n_layers;
     size_t ne = (size_t)L->n_expert;
     s->ids = calloc(ne, sizeof *s->ids);
@@ -436,8 +387,9 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     s->ready = calloc(ne, sizeof *s->ready);
     s->used = calloc((size_t)L->n_layers * ne, 1);
     int rc = (!s->ids || !s->req || !s->ready || !s->used) ? sl_errf(err, "out of memory") : 0;
-    if (!rc) rc = open_files(s, err);
     if (!rc && cfg->io == STORE_IO_MMAP) rc = map_files(s, err);
+    if (!rc && cfg->io != STORE_IO_MMAP) rc = source_gguf_create(&s->src, L, err);
+    if (!rc && s->src) s->st.direct = s->src->direct;
     if (!rc && cfg->io != STORE_IO_MMAP) rc = alloc_slots(s, err);
     if (!rc && cfg->io != STORE_IO_MMAP) rc = make_io(s, err);
     if (rc) {
