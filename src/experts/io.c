@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a two-class FIFO of requests not yet given to the device ---- */
@@ -157,7 +158,35 @@ typedef struct {
     int n_comp, cap_comp, busy, n_threads;
     bool stop;
     pthread_t *threads;
+    io_throttle throttle;
+    double free_at[IO_THROTTLE_MAX]; /* when each throttled fd is next free */
 } pread_io;
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Under the lock: when read R may complete on its simulated drive (0 if
+ * its fd is not throttled); books the drive until then. */
+static double throttle_until(pread_io *p, const io_req *r)
+{
+    for (int i = 0; i < p->throttle.n; i++) {
+        if (p->throttle.fds[i] != r->fd || p->throttle.rates[i] <= 0) continue;
+        double now = mono_now(), start = p->free_at[i] > now ? p->free_at[i] : now;
+        p->free_at[i] = start + (double)r->len / p->throttle.rates[i];
+        return p->free_at[i];
+    }
+    return 0;
+}
+
+static void sleep_until(double t)
+{
+    struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
 
 static int64_t read_all(const io_req *r)
 {
@@ -184,6 +213,12 @@ static void *pread_worker(void *arg)
         pthread_mutex_unlock(&p->mu);
         int64_t res = read_all(&r);
         pthread_mutex_lock(&p->mu);
+        double until = throttle_until(p, &r);
+        if (until > 0) {
+            pthread_mutex_unlock(&p->mu);
+            sleep_until(until);
+            pthread_mutex_lock(&p->mu);
+        }
         p->busy--;
         if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
             int cap = p->cap_comp ? p->cap_comp * 2 : 64;
@@ -253,6 +288,17 @@ static void pread_destroy(io_backend *b)
 }
 
 static const io_ops PREAD_OPS = {pread_submit, pread_wait, pread_pending, pread_destroy};
+
+int io_pread_throttled_create(io_backend **out, int threads, const io_throttle *t, sl_err *err)
+{
+    if (t->n < 0 || t->n > IO_THROTTLE_MAX) return sl_errf(err, "io: at most %d throttled files", IO_THROTTLE_MAX);
+    if (io_pread_create(out, threads, err)) return -1;
+    pread_io *p = (pread_io *)*out;
+    pthread_mutex_lock(&p->mu);
+    p->throttle = *t;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
 
 int io_pread_create(io_backend **out, int threads, sl_err *err)
 {

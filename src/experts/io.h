@@ -47,4 +47,18 @@ int io_uring_create(io_backend **out, int depth, sl_err *err);
 /* Creates a pread thread-pool backend with N threads. */
 int io_pread_create(io_backend **out, int threads, sl_err *err);
 
+/* Simulated drives, for tests and benchmarks: reads of fds[i] are held
+ * back so that fd delivers at most rates[i] bytes/s, one read after the
+ * other like a drive of that bandwidth (each fd keeps a clock of when it
+ * is next free).  Other fds are not held back. */
+enum { IO_THROTTLE_MAX = 16 };
+typedef struct {
+    int n;
+    int fds[IO_THROTTLE_MAX];
+    double rates[IO_THROTTLE_MAX];
+} io_throttle;
+
+/* A pread backend (N threads) with the throttle T applied (copied). */
+int io_pread_throttled_create(io_backend **out, int threads, const io_throttle *t, sl_err *err);
+
 #endif

@@ -2,7 +2,8 @@
  * where they sit inside a cache slot once read.  The store owns slots,
  * caching and I/O; a source only plans reads and interprets slot memory.
  * Sources: the GGUF itself (source_gguf.c; 4 KiB-aligned ranges around
- * each tensor slice) and, later, multi-drive packs of fixed records. */
+ * each tensor slice) and multi-drive packs of fixed records
+ * (source_pack_create in pack.h). */
 #ifndef SLUICE_SOURCE_H
 #define SLUICE_SOURCE_H
 
@@ -39,6 +40,17 @@ typedef struct {
     int (*file_fd)(const expert_source *s, uint32_t f);
     uint64_t (*file_size)(const expert_source *s, uint32_t f);
     void (*destroy)(expert_source *s);
+    /* Optional: a read of file F at offset OFF completed with RES (bytes,
+     * or -errno) at time NOW (CLOCK_MONOTONIC seconds), e.g. for a source
+     * that measures its drives. */
+    void (*on_complete)(expert_source *s, uint32_t f, uint64_t off, int64_t res, double now);
+    /* Optional: loading (layer, expert) failed with CODE (-errno of a read
+     * of file F, or -EBADMSG when check refused the bytes).  Plans the
+     * whole expert again, e.g. from another copy, and returns 1; returns 0
+     * when there is nothing else to try, -1 on error.  ATTEMPT counts the
+     * re-plans of this load from 1. */
+    int (*replan)(expert_source *s, int layer, int expert, uint8_t *base, uint32_t chunk, int32_t code, uint32_t f,
+                  int attempt, read_plan *p, sl_err *err);
 } expert_source_ops;
 
 struct expert_source {

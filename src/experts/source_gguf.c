@@ -89,8 +89,9 @@ static void gs_destroy(expert_source *s)
     free(gs);
 }
 
-static const expert_source_ops GGUF_SOURCE_OPS = {gs_slot_bytes, gs_plan, gs_view, NULL,
-                                                  gs_path,       gs_fd,   gs_size, gs_destroy};
+static const expert_source_ops GGUF_SOURCE_OPS = {.slot_bytes = gs_slot_bytes, .plan = gs_plan,     .view = gs_view,
+                                                  .file_path = gs_path,         .file_fd = gs_fd,   .file_size = gs_size,
+                                                  .destroy = gs_destroy};
 
 int source_gguf_create(expert_source **out, const expert_layout *L, sl_err *err)
 {

@@ -27,6 +27,7 @@ typedef struct {
     int32_t failed;     /* -errno of the first failed chunk, or -EIO */
     uint32_t fail_file;
     uint64_t fail_off;
+    int32_t attempts;   /* re-plans after failures (sources with copies) */
 } slot_state;
 
 /* A completion's tag names its slot, file and (aligned) offset, so a failed
@@ -113,18 +114,46 @@ static uint8_t *slot_mem(const store *s, int slot) { return s->mem + (uint64_t)s
 
 /* ---- reads ---- */
 
+/* Queues the planned reads (s->plan) that fill SLOT. */
+static int submit_plan(store *s, int slot, sl_err *err)
+{
+    slot_state *ss = &s->slot[slot];
+    read_plan *rp = &s->plan;
+    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
+    ss->chunks_left = rp->n;
+    ss->expect = rp->expect;
+    ss->got = 0;
+    return s->io->ops->submit(s->io, rp->req, rp->n, err);
+}
+
 /* Queues the source's reads that fill SLOT with expert (l, e). */
 static int submit_expert(store *s, int slot, int layer, int expert, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
     *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert};
-    read_plan *rp = &s->plan;
-    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, rp, err)) return -1;
-    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
-    ss->chunks_left = rp->n;
-    ss->expect = rp->expect;
+    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
     s->st.bytes_needed += expert_layout_bytes(s->L, layer);
-    return s->io->ops->submit(s->io, rp->req, rp->n, err);
+    return submit_plan(s, slot, err);
+}
+
+/* A source holding another copy of a failed expert (a replicated pack)
+ * reads it again from there; returns 1 if it did.  Otherwise the first
+ * failure stands and is reported. */
+static int retry_elsewhere(store *s, int slot)
+{
+    enum { MAX_ATTEMPTS = 4 };
+    slot_state *ss = &s->slot[slot];
+    if (!s->src->ops->replan || ss->attempts >= MAX_ATTEMPTS) return 0;
+    sl_err e;
+    if (s->src->ops->replan(s->src, ss->layer, ss->expert, slot_mem(s, slot), s->cfg.chunk_bytes, ss->failed,
+                            ss->fail_file, ++ss->attempts, &s->plan, &e) != 1)
+        return 0;
+    s->st.retries++;
+    int32_t failed = ss->failed;
+    ss->failed = 0;
+    if (submit_plan(s, slot, &e) == 0) return 1;
+    ss->failed = failed;
+    return 0;
 }
 
 /* The error for a slot whose reads failed or came back short. */
@@ -161,7 +190,8 @@ static int reap_one(store *s, sl_err *err)
     int64_t res;
     double t0 = now_s();
     int rc = s->io->ops->wait(s->io, &tag, &res, err);
-    s->st.io_wait_s += now_s() - t0;
+    double t1 = now_s();
+    s->st.io_wait_s += t1 - t0;
     if (rc) return -1;
     int slot = tag_slot(tag);
     slot_state *ss = &s->slot[slot];
@@ -171,12 +201,14 @@ static int reap_one(store *s, sl_err *err)
         int f = s->cfg.fault(s->cfg.fault_ctx, tag_file(tag), tag_off(tag), (uint32_t)res);
         if (f) res = f;
     }
+    if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
     if (--ss->chunks_left > 0) return 0;
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
     if (!ss->failed && s->src->ops->check &&
         s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
         mark_failed(ss, -EBADMSG, tag_file(tag), tag_off(tag));
+    if (ss->failed && retry_elsewhere(s, slot)) return 0;
     if (ss->req >= 0) {
         s->req[ss->req].state = REQ_READY;
         s->ready[(s->ready_head + s->n_ready++) % s->n] = ss->req;
@@ -368,6 +400,7 @@ static int alloc_slots(store *s, sl_err *err)
 
 static int make_io(store *s, sl_err *err)
 {
+    if (s->cfg.throttle) return io_pread_throttled_create(&s->io, 16, s->cfg.throttle, err);
     if (s->cfg.io == STORE_IO_URING) return io_uring_create(&s->io, s->cfg.queue_depth, err);
     return io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
 }
@@ -377,6 +410,7 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     store *s = calloc(1, sizeof *s);
     if (!s) return sl_errf(err, "out of memory");
     s->base.ops = &STORE_OPS;
+    s->src = cfg->source; /* owned from here on, even if creation fails */
     s->L = L;
     s->cfg = *cfg;
     s->cfg.chunk_bytes = align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
@@ -388,7 +422,8 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     s->used = calloc((size_t)L->n_layers * ne, 1);
     int rc = (!s->ids || !s->req || !s->ready || !s->used) ? sl_errf(err, "out of memory") : 0;
     if (!rc && cfg->io == STORE_IO_MMAP) rc = map_files(s, err);
-    if (!rc && cfg->io != STORE_IO_MMAP) rc = source_gguf_create(&s->src, L, err);
+    if (!rc && s->src && cfg->io == STORE_IO_MMAP) rc = sl_errf(err, "mmap mode reads the GGUF itself; use --io uring or pread with a pack");
+    if (!rc && !s->src && cfg->io != STORE_IO_MMAP) rc = source_gguf_create(&s->src, L, err);
     if (!rc && s->src) s->st.direct = s->src->direct;
     if (!rc && cfg->io != STORE_IO_MMAP) rc = alloc_slots(s, err);
     if (!rc && cfg->io != STORE_IO_MMAP) rc = make_io(s, err);

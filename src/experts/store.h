@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "experts/cache.h"
+#include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/provider.h"
 
@@ -30,6 +31,14 @@ typedef struct {
     /* Test hook: may turn a completed read into an error (-errno). */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
+    /* Optional: read experts from this source (e.g. a multi-drive pack,
+     * source_pack_create in pack.h) instead of the GGUF; size the cache
+     * with source->ops->slot_bytes.  The store owns it from
+     * expert_store_create on, even when creation fails. */
+    struct expert_source *source;
+    /* Test and benchmark hook: simulated drive speeds (a pread backend
+     * that holds reads back, io.h). */
+    const io_throttle *throttle;
 } store_config;
 
 typedef struct {
@@ -41,6 +50,7 @@ typedef struct {
     uint64_t distinct;         /* distinct (layer, expert) pairs used so far */
     uint64_t layers;           /* begin() calls */
     double io_wait_s;          /* time next() blocked on I/O */
+    uint64_t retries;          /* expert loads read again from another copy after a failure */
     int slots;                 /* cache capacity in experts */
     uint64_t slot_bytes;
     int direct;                /* 1 if reads bypass the page cache (O_DIRECT) */
