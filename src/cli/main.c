@@ -14,6 +14,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
+    {"pack", cmd_pack, "copy a model's routed experts into a multi-drive pack"},
 };
 
 static void usage(FILE *f)
