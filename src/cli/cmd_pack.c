@@ -133,6 +133,10 @@ int cmd_pack(int argc, char **argv)
             model = a;
             continue;
         }
+        static const char *const VALUED[] = {"--drive", "-o", "--output", "-m", "--model", "--hot-trace", "--replicate-hot"};
+        size_t k = 0;
+        while (k < sizeof VALUED / sizeof *VALUED && strcmp(a, VALUED[k])) k++;
+        if (k == sizeof VALUED / sizeof *VALUED) return cli_fail("pack: unknown option '%s' (see --help)", a);
         if (!v) return cli_fail("pack: option '%s' needs a value (see --help)", a);
         if (!strcmp(a, "--drive")) {
             if (o.n_drives == PACK_MAX_DRIVES) return cli_fail("pack: at most %d drives", PACK_MAX_DRIVES);
@@ -145,7 +149,7 @@ int cmd_pack(int argc, char **argv)
             o.replicate_hot = strtod(v, &end);
             if (end == v || *end || !(o.replicate_hot >= 0 && o.replicate_hot <= 1))
                 return cli_fail("pack: --replicate-hot takes a fraction between 0 and 1, got '%s'", v);
-        } else return cli_fail("pack: unknown option '%s' (see --help)", a);
+        }
         i++;
     }
     if (!model) return cli_fail("pack: no model given (sluice pack MODEL.gguf --drive DIR -o PACK)");

@@ -53,15 +53,23 @@ void sched_submit(drive_sched *s, int drive, uint64_t len, double now)
     d->reads++;
 }
 
+/* A window closes once it holds `window` bytes and 2 ms of busy time; the
+ * rate is the ratio of exponentially decayed sums of bytes and busy time.
+ * Sums, not an average of per-window ratios: completions are reaped in
+ * bursts (many land while the caller computes), so one window can get a
+ * burst's bytes with almost no busy time and the previous one the wait;
+ * their ratios swing wildly, their sums do not. */
 void sched_complete(drive_sched *s, int drive, uint64_t len, double now)
 {
     sched_drive *d = &s->d[drive];
     advance(d, now);
     d->inflight = d->inflight > len ? d->inflight - len : 0;
     d->window_bytes += len;
-    if (d->window_bytes < s->window || d->busy_s <= 0) return;
-    double sample = (double)d->window_bytes / d->busy_s;
-    d->rate = d->samples ? d->rate + s->alpha * (sample - d->rate) : sample;
+    if (d->window_bytes < s->window || d->busy_s < 2e-3) return;
+    double keep = d->samples ? 1 - s->alpha : 0;
+    d->sum_bytes = d->sum_bytes * keep + (double)d->window_bytes;
+    d->sum_busy = d->sum_busy * keep + d->busy_s;
+    d->rate = d->sum_bytes / d->sum_busy;
     d->samples++;
     d->window_bytes = 0;
     d->busy_s = 0;

@@ -8,7 +8,8 @@
  *
  * Rates are measured online, not configured: a drive is busy while it has
  * bytes in flight, and its rate is the bytes it completed divided by the
- * time it was busy, over windows of `window` bytes, smoothed (EWMA).  Busy
+ * time it was busy, both summed with exponential decay over windows of at
+ * least `window` bytes (so recent behaviour dominates).  Busy
  * time rather than per-read latency, because with many reads queued a
  * read's latency is mostly waiting behind the others.  Until a drive has a
  * measurement it is assumed as fast as the average measured drive (or the
@@ -33,6 +34,7 @@ typedef struct {
     double last_t;        /* time of the last event */
     double busy_s;        /* busy time in the current window */
     uint64_t window_bytes;/* bytes completed in the current window */
+    double sum_bytes, sum_busy; /* decayed sums over closed windows */
 } sched_drive;
 
 typedef struct {
@@ -40,7 +42,7 @@ typedef struct {
     sched_drive *d;
     double prior;         /* bytes/s assumed before any measurement */
     uint64_t window;      /* bytes per rate sample */
-    double alpha;         /* EWMA weight of a new sample */
+    double alpha;         /* weight of the newest window in the decayed sums */
 } drive_sched;
 
 int sched_init(drive_sched *s, int n_drives, sl_err *err);
