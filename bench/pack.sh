@@ -1,8 +1,9 @@
 #!/bin/sh
 # Multi-drive pack benchmarks (docs/PACK.md has the results and how to read them).
 #   sh bench/pack.sh [MODEL] [WORKDIR] [SECONDS]
-# MODEL defaults to the synthetic Qwen3-30B-shaped model in /work/synth-models
-# (else the bundled tinymoe).  Every pack is written under WORKDIR (default
+# MODEL defaults to the synthetic Qwen3-30B-shaped model in /work/synth-models,
+# else bench/synth_experts.py writes a 3.7 GB experts-only GGUF into WORKDIR.
+# Every pack is written under WORKDIR (default
 # /var/tmp/sluice-packbench), measured, and deleted before the next, so at most
 # one pack (twice the experts' size when fully replicated) exists at a time.
 #  1. xxh3 throughput (the cost of --verify)
@@ -12,7 +13,6 @@
 #     the multi-drive gain shows
 set -eu
 MODEL=${1:-/work/synth-models/q3-l12e128s1.gguf}
-[ -f "$MODEL" ] || MODEL=models/tinymoe-q8_0.gguf
 WORK=${2:-/var/tmp/sluice-packbench}
 SECS=${3:-5}
 BIN=build/bench/pack_bench
@@ -22,6 +22,11 @@ cc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -Isrc -pthread bench/pa
     -luring -ljansson -lxxhash -lm -pthread -o "$BIN"
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
+if [ ! -f "$MODEL" ]; then
+    # no large model at hand: a 3.7 GB file of random Q8_0 experts, deleted at exit
+    MODEL=$WORK/experts.gguf
+    python3 bench/synth_experts.py "$MODEL"
+fi
 
 # pack NAME NDRIVES FRACTION: writes $WORK/NAME.pack over NDRIVES directories
 pack() {
@@ -45,6 +50,8 @@ for n in 1 2 4; do
     [ $n = 4 ] || unpack p$n
 done
 echo "== 3. simulated drives (throttled pread backend), ${SECS}s each"
+echo "   (an expert on one drive waits for that drive: with one copy per expert the busiest"
+echo "    drive of each step sets its time; a second copy lets the scheduler balance)"
 pack p1 1 0
 $BIN "$MODEL" --pack "$WORK/p1.pack" --seconds "$SECS" --throttle 200
 unpack p1
@@ -55,9 +62,13 @@ $BIN "$MODEL" --pack "$WORK/p2.pack" --seconds "$SECS" --throttle 200,200
 $BIN "$MODEL" --pack "$WORK/p2.pack" --seconds "$SECS" --throttle 200,400
 unpack p2
 pack p2h 2 0.5
+$BIN "$MODEL" --pack "$WORK/p2h.pack" --seconds "$SECS" --throttle 200,200
 $BIN "$MODEL" --pack "$WORK/p2h.pack" --seconds "$SECS" --throttle 200,400
 unpack p2h
 pack p2r 2 1
 $BIN "$MODEL" --pack "$WORK/p2r.pack" --seconds "$SECS" --throttle 200,200
 $BIN "$MODEL" --pack "$WORK/p2r.pack" --seconds "$SECS" --throttle 200,400
 unpack p2r
+pack p4r 4 1
+$BIN "$MODEL" --pack "$WORK/p4r.pack" --seconds "$SECS" --throttle 200,200,200,200
+unpack p4r

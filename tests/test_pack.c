@@ -348,7 +348,17 @@ static void corrupt_record(const model *m, const char *manifest, int replicated)
     const pack_record *r = &pm.rec[pm.rec_of[3 * N_EXPERT + 7]];
     T_CHECK((int)r->n_copies == (replicated ? 2 : 1), "copies %u", r->n_copies);
     const pack_copy bad = r->copy[0];
+    pack_check_result cr;
+    T_CHECK(pack_check(manifest, m->g, NULL, &cr, &err) == 0 && cr.bad == 0 && cr.copies == cr.total_copies &&
+                cr.records == pm.n_records,
+            "check of the intact pack: %s / %llu bad", err.msg, (unsigned long long)cr.bad);
     T_CHECK(flip_byte(pm.drive[bad.drive].path, bad.off + 5000) == 0, "flip");
+    char at[64];
+    snprintf(at, sizeof at, "at offset %llu", (unsigned long long)bad.off);
+    T_CHECK(pack_check(manifest, NULL, NULL, &cr, &err) == 0 && cr.bad == 1 && cr.lost == (uint64_t)!replicated &&
+                strstr(cr.first_bad, pm.drive[bad.drive].path) && strstr(cr.first_bad, at) &&
+                strstr(cr.first_bad, "expert 7 of layer 3"),
+            "check: %llu bad, %llu lost: %s", (unsigned long long)cr.bad, (unsigned long long)cr.lost, cr.first_bad);
     store_stats st;
     pack_source_stats ps;
     read_cfg rc = {.io = STORE_IO_URING, .slots = 4, .verify = 1};

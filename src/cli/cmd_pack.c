@@ -25,7 +25,11 @@ static void pack_usage(void)
            "  --hot-trace FILE     which experts are hot: a routing trace (shared/traces\n"
            "                       JSON schema); without it an evenly spaced F is chosen\n"
            "  --buffered           write through the page cache instead of O_DIRECT\n"
-           "  -m, --model MODEL    the model (instead of the first argument)\n",
+           "  -m, --model MODEL    the model (instead of the first argument)\n"
+           "usage: sluice pack --check PACK [MODEL.gguf]\n"
+           "  Reads every copy of every expert record and checks its xxh3 checksum (and,\n"
+           "  given the model, that the pack was made from it).  Exit status 1 if any\n"
+           "  copy is bad.\n",
            PACK_MAX_DRIVES);
 }
 
@@ -116,9 +120,29 @@ static int run_pack(const char *model, const char *out, pack_options *o, const c
     return rc ? cli_fail("%s", err.msg) : 0;
 }
 
+static int run_check(const char *pack, const char *model)
+{
+    sl_err err;
+    gguf_file *g = NULL;
+    if (model && gguf_open(&g, model, &err)) return cli_fail("%s", err.msg);
+    progress p = {.t0 = now_s(), .tty = isatty(2)};
+    pack_check_opts o = {.progress = show_progress, .progress_ctx = &p};
+    pack_check_result r;
+    int rc = pack_check(pack, g, &o, &r, &err);
+    if (g) gguf_close(g);
+    if (rc) return cli_fail("%s", err.msg);
+    double secs = now_s() - p.t0;
+    printf("pack %s: %llu experts, %llu of %llu record copies checked, %llu bad, %llu experts without a good copy"
+           " (%.2f GB verified in %.1f s)\n",
+           pack, (unsigned long long)r.records, (unsigned long long)r.copies, (unsigned long long)r.total_copies,
+           (unsigned long long)r.bad, (unsigned long long)r.lost, (double)r.bytes / 1e9, secs);
+    if (r.bad) printf("first bad copy: %s\n", r.first_bad);
+    return r.bad ? 1 : 0;
+}
+
 int cmd_pack(int argc, char **argv)
 {
-    const char *model = NULL, *out = NULL, *trace = NULL;
+    const char *model = NULL, *out = NULL, *trace = NULL, *check = NULL;
     const char *drives[PACK_MAX_DRIVES];
     pack_options o = {.drives = drives};
     for (int i = 1; i < argc; i++) {
@@ -133,7 +157,8 @@ int cmd_pack(int argc, char **argv)
             model = a;
             continue;
         }
-        static const char *const VALUED[] = {"--drive", "-o", "--output", "-m", "--model", "--hot-trace", "--replicate-hot"};
+        static const char *const VALUED[] = {"--drive",     "-o",           "--output", "-m", "--model",
+                                             "--hot-trace", "--replicate-hot", "--check"};
         size_t k = 0;
         while (k < sizeof VALUED / sizeof *VALUED && strcmp(a, VALUED[k])) k++;
         if (k == sizeof VALUED / sizeof *VALUED) return cli_fail("pack: unknown option '%s' (see --help)", a);
@@ -144,6 +169,7 @@ int cmd_pack(int argc, char **argv)
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--hot-trace")) trace = v;
+        else if (!strcmp(a, "--check")) check = v;
         else if (!strcmp(a, "--replicate-hot")) {
             char *end;
             o.replicate_hot = strtod(v, &end);
@@ -152,6 +178,7 @@ int cmd_pack(int argc, char **argv)
         }
         i++;
     }
+    if (check) return run_check(check, model);
     if (!model) return cli_fail("pack: no model given (sluice pack MODEL.gguf --drive DIR -o PACK)");
     if (!o.n_drives) return cli_fail("pack: at least one --drive DIR is needed");
     if (!out) return cli_fail("pack: -o PACK (the manifest to write) is required");

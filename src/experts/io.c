@@ -210,15 +210,13 @@ static void *pread_worker(void *arg)
         while (!p->stop && !queue_pop(&p->waiting, &r)) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
         p->busy++;
+        /* a simulated drive transfers from when it takes the read; the real
+         * read happens inside that window */
+        double until = throttle_until(p, &r);
         pthread_mutex_unlock(&p->mu);
         int64_t res = read_all(&r);
+        if (until > 0) sleep_until(until);
         pthread_mutex_lock(&p->mu);
-        double until = throttle_until(p, &r);
-        if (until > 0) {
-            pthread_mutex_unlock(&p->mu);
-            sleep_until(until);
-            pthread_mutex_lock(&p->mu);
-        }
         p->busy--;
         if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
             int cap = p->cap_comp ? p->cap_comp * 2 : 64;

@@ -131,6 +131,27 @@ int pack_write(const gguf_file *g, const expert_layout *L, const char *out, cons
 /* Drive file path for drive D of pack OUT inside directory DIR. */
 int pack_drive_path(char *buf, size_t cap, const char *dir, const char *out, int d);
 
+/* ---- checking a whole pack ---- */
+
+typedef struct {
+    void (*progress)(void *ctx, uint64_t done, uint64_t total); /* in record copies */
+    void *progress_ctx;
+} pack_check_opts;
+
+typedef struct {
+    uint64_t records, total_copies;
+    uint64_t copies;            /* record copies checked */
+    uint64_t bad;               /* copies unreadable or with a wrong checksum */
+    uint64_t lost;              /* records without a single good copy */
+    uint64_t bytes;             /* bytes verified good */
+    char first_bad[2048];       /* the first bad copy: drive, file, expert, offset, why */
+} pack_check_result;
+
+/* Reads every copy of every record of the pack MANIFEST and checks its
+ * xxh3 (and, when G is given, that the pack was made from G).  Returns 0
+ * when the check ran (R says what it found), -1 when it could not. */
+int pack_check(const char *manifest, const gguf_file *g, const pack_check_opts *o, pack_check_result *r, sl_err *err);
+
 /* ---- reading experts from a pack ---- */
 
 typedef struct {

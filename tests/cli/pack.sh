@@ -51,3 +51,10 @@ if [ -f "$TRACE" ]; then
 else
     echo "skip pack cli: --hot-trace: $TRACE not found"
 fi
+
+if "$BIN" pack --check "$T/t.pack" $MODEL >"$T/out" 2>"$T/err" && grep -q "240 of 240 record copies checked, 0 bad" "$T/out"; then
+    echo "ok pack cli: --check reads every record copy of a good pack"
+else
+    echo "not ok pack cli: --check: $(cat "$T/out" "$T/err")"
+fi
+fails_with "pack cli: --check refuses another model" "another model" pack --check "$T/t.pack" models/tinydraft-f16.gguf
