@@ -114,13 +114,14 @@ static void format_matches_gguf(const model *m, const char *manifest, int n_driv
     }
     T_CHECK(pm.n_drives == (uint32_t)n_drives && pm.n_records == N_LAYERS * N_EXPERT, "counts");
     static uint8_t rec[1 << 20], ref[1 << 20];
-    int fds[8], bad = 0, replicated = 0;
+    int fds[8], bad = 0, replicated = 0, pair_uses[8][8] = {{0}};
     uint64_t per_drive[8] = {0};
     for (uint32_t d = 0; d < pm.n_drives; d++) fds[d] = open(pm.drive[d].path, O_RDONLY);
     for (uint32_t i = 0; i < pm.n_records && !bad; i++) {
         const pack_record *r = &pm.rec[i];
         const pack_layer *pl = &pm.layer[r->layer];
         replicated += r->n_copies > 1;
+        if (r->n_copies > 1) pair_uses[r->copy[0].drive][r->copy[1].drive]++, pair_uses[r->copy[1].drive][r->copy[0].drive]++;
         T_CHECK(r->n_copies < 2 || r->copy[0].drive != r->copy[1].drive, "replica on the same drive");
         for (uint32_t c = 0; c < r->n_copies; c++) {
             per_drive[r->copy[c].drive] += pm.record_bytes;
@@ -144,6 +145,13 @@ static void format_matches_gguf(const model *m, const char *manifest, int n_driv
     for (int d = 1; d < n_drives; d++) lo = per_drive[d] < lo ? per_drive[d] : lo, hi = per_drive[d] > hi ? per_drive[d] : hi;
     T_CHECK(hi - lo <= pm.record_bytes, "unbalanced drives: %llu vs %llu bytes", (unsigned long long)lo,
             (unsigned long long)hi);
+    /* replicas spread over every pair of drives, evenly */
+    int pmin = 1 << 30, pmax = 0;
+    for (int a = 0; a < n_drives; a++)
+        for (int b = a + 1; b < n_drives; b++)
+            pmin = pair_uses[a][b] < pmin ? pair_uses[a][b] : pmin, pmax = pair_uses[a][b] > pmax ? pair_uses[a][b] : pmax;
+    T_CHECK(!replicated || n_drives < 2 || (pmin > 0 && pmax - pmin <= 1 + replicated / 20),
+            "replica pairs used between %d and %d times", pmin, pmax);
     for (uint32_t d = 0; d < pm.n_drives; d++) close(fds[d]);
     pack_manifest_free(&pm);
     t_end();
@@ -676,12 +684,13 @@ int main(void)
     }
     model m;
     sl_err err;
-    char one[256], three[256], half[256], full[256];
-    t_begin("pack: write tinymoe onto 1, 3 and 2 drive directories");
+    char one[256], three[256], half[256], full[256], four[256];
+    t_begin("pack: write tinymoe onto 1, 3, 2 and 4 drive directories");
     int ok = model_open(&m, MODEL, &err) == 0;
     T_CHECK(ok, "%s", err.msg);
     ok = ok && make_pack(&m, "one", 1, 0, one, &err) == 0 && make_pack(&m, "three", 3, 0, three, &err) == 0 &&
-         make_pack(&m, "half", 2, 0.5, half, &err) == 0 && make_pack(&m, "full", 2, 1.0, full, &err) == 0;
+         make_pack(&m, "half", 2, 0.5, half, &err) == 0 && make_pack(&m, "full", 2, 1.0, full, &err) == 0 &&
+         make_pack(&m, "four", 4, 1.0, four, &err) == 0;
     T_CHECK(ok, "%s", err.msg);
     t_end();
     if (!ok) {
@@ -692,6 +701,7 @@ int main(void)
     format_matches_gguf(&m, three, 3, 0);
     format_matches_gguf(&m, half, 2, 0.5);
     format_matches_gguf(&m, full, 2, 1.0);
+    format_matches_gguf(&m, four, 4, 1.0);
     hottest_replicated(&m);
 
     reads_equal_gguf(&m, three, "3 drives", (read_cfg){.io = STORE_IO_URING, .slots = 6, .batch = 4, .passes = 20});

@@ -129,30 +129,48 @@ static int placement_order(writer *w, uint32_t *order, uint8_t *hot)
     return 0;
 }
 
-static uint32_t least_loaded(const uint64_t *bytes, uint32_t n, int64_t not)
+static uint32_t least_loaded(const uint64_t *bytes, uint32_t n)
 {
-    uint32_t best = not == 0 ? 1 : 0;
-    for (uint32_t d = 0; d < n; d++)
-        if ((int64_t)d != not && bytes[d] < bytes[best]) best = d;
+    uint32_t best = 0;
+    for (uint32_t d = 1; d < n; d++)
+        if (bytes[d] < bytes[best]) best = d;
     return best;
 }
 
-/* Each record to the drive with the fewest bytes so far (hot ones also to
- * the next fewest), then slots numbered in model order per drive. */
+/* The two drives for a replicated record: fewest bytes together, then the
+ * pair used least so far.  Cycling through all pairs matters: the reader
+ * balances a step's reads by choosing between an expert's two drives, and
+ * if replicas always paired the same drives ({0,1}, {2,3}) a step whose
+ * experts lean to one pair could not be evened out. */
+static void pick_pair(const uint64_t *bytes, uint32_t n, uint32_t *uses, uint32_t *a, uint32_t *b)
+{
+    uint64_t best_sum = UINT64_MAX;
+    uint32_t best_uses = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++) {
+            uint64_t sum = bytes[i] + bytes[j];
+            uint32_t u = uses[i * n + j];
+            if (sum < best_sum || (sum == best_sum && u < best_uses)) best_sum = sum, best_uses = u, *a = i, *b = j;
+        }
+    uses[*a * n + *b]++;
+}
+
+/* Each record to the drive with the fewest bytes so far, hot ones to a
+ * pair (pick_pair); then slots numbered in model order per drive. */
 static int plan_drives(writer *w)
 {
     pack_manifest *m = &w->m;
-    uint32_t *order = malloc(m->n_records * sizeof *order);
+    uint32_t n = m->n_drives;
+    uint32_t *order = malloc(m->n_records * sizeof *order), *uses = calloc((size_t)n * n, sizeof *uses);
     uint8_t *hot = malloc(m->n_records);
     uint64_t bytes[PACK_MAX_DRIVES] = {0};
-    int rc = (!order || !hot) ? sl_errf(w->err, "out of memory") : placement_order(w, order, hot);
+    int rc = (!order || !hot || !uses) ? sl_errf(w->err, "out of memory") : placement_order(w, order, hot);
     for (uint32_t k = 0; !rc && k < m->n_records; k++) {
         pack_record *r = &m->rec[order[k]];
-        r->n_copies = 1 + (hot[order[k]] && m->n_drives > 1);
-        for (uint32_t c = 0; c < r->n_copies; c++) {
-            r->copy[c].drive = least_loaded(bytes, m->n_drives, c ? (int64_t)r->copy[0].drive : -1);
-            bytes[r->copy[c].drive] += m->record_bytes;
-        }
+        r->n_copies = 1 + (hot[order[k]] && n > 1);
+        if (r->n_copies == 2) pick_pair(bytes, n, uses, &r->copy[0].drive, &r->copy[1].drive);
+        else r->copy[0].drive = least_loaded(bytes, n);
+        for (uint32_t c = 0; c < r->n_copies; c++) bytes[r->copy[c].drive] += m->record_bytes;
     }
     for (uint32_t i = 0; !rc && i < m->n_records; i++)
         for (uint32_t c = 0; c < m->rec[i].n_copies; c++) {
@@ -165,6 +183,7 @@ static int plan_drives(writer *w)
     }
     free(order);
     free(hot);
+    free(uses);
     return rc;
 }
 

@@ -400,7 +400,7 @@ static int alloc_slots(store *s, sl_err *err)
 
 static int make_io(store *s, sl_err *err)
 {
-    if (s->cfg.throttle) return io_pread_throttled_create(&s->io, 16, s->cfg.throttle, err);
+    if (s->cfg.throttle) return io_pread_throttled_create(&s->io, 64, s->cfg.throttle, err);
     if (s->cfg.io == STORE_IO_URING) return io_uring_create(&s->io, s->cfg.queue_depth, err);
     return io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
 }
