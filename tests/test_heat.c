@@ -437,6 +437,42 @@ static void model_identity(void)
     t_end();
 }
 
+/* A run's session: periodic and final saves, reload, one warning only. */
+static void session(void)
+{
+    t_begin("heat: a run's session saves periodically and at the end, warns once about a bad file");
+    gguf_file *g;
+    sl_err warn = {{0}};
+    T_CHECK(gguf_open(&g, "models/tinymoe-q8_0.gguf", &warn) == 0, "%s", warn.msg);
+    const char *path = tmp_path("session/model.heat");
+    heat_session s;
+    T_CHECK(heat_session_open(&s, g, path, 6, 32, 1000, &warn) == 0 && !s.table.count, "fresh: %s", warn.msg);
+    int32_t ids[4] = {1, 5, 9, 30};
+    int saves = 0;
+    for (int pass = 0; pass < 300; pass++) {
+        for (int l = 0; l < 6; l++) heat_recorder_use(s.rec, l, ids, 4);
+        T_CHECK(heat_session_tick(&s, &warn) == 0, "tick: %s", warn.msg);
+        saves += heat_recorder_pending(s.rec) == 0;
+    }
+    heat_table h;
+    T_CHECK(saves == 1 && heat_load(&h, path, NULL, 6, 32, &warn) == HEAT_LOADED && h.passes == HEAT_SAVE_EVERY,
+            "periodic save: %d saves, %s", saves, warn.msg);
+    heat_table_free(&h);
+    T_CHECK(heat_session_close(&s, &warn) == 0, "close: %s", warn.msg);
+    T_CHECK(heat_session_open(&s, g, path, 6, 32, 1000, &warn) == 0 && s.table.count && s.table.passes == 300,
+            "reload: %llu passes", (unsigned long long)s.table.passes);
+    heat_session_close(&s, &warn);
+    write_bytes(path, "junk", 4);
+    T_CHECK(heat_session_open(&s, g, path, 6, 32, 1000, &warn) == 1 && strstr(warn.msg, path), "bad file: %s",
+            warn.msg);
+    for (int l = 0; l < 6; l++) heat_recorder_use(s.rec, l, ids, 4);
+    T_CHECK(heat_session_close(&s, &warn) == 0, "second warning: %s", warn.msg);
+    T_CHECK(heat_load(&h, path, NULL, 6, 32, &warn) == HEAT_LOADED && h.passes == 1, "replaced: %s", warn.msg);
+    heat_table_free(&h);
+    gguf_close(g);
+    t_end();
+}
+
 /* ---- pins ---- */
 
 static void pick_pins(void)
@@ -817,6 +853,7 @@ int main(void)
     reset_file();
     xdg_cache();
     model_identity();
+    session();
     pick_pins();
     store_pinned(STORE_IO_URING);
     store_pinned(STORE_IO_PREAD);

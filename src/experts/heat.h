@@ -105,6 +105,34 @@ int heat_recorder_snapshot(const heat_recorder *r, heat_table *delta, sl_err *er
  * starts over.  Same return values as heat_save_merge. */
 int heat_recorder_flush(heat_recorder *r, const char *path, sl_err *warn);
 
+/* ---- a run's heat, in three calls ---- */
+
+/* Passes between periodic saves during a run. */
+#define HEAT_SAVE_EVERY 256
+
+typedef struct {
+    char path[4096];
+    heat_table table;     /* the persisted heat; count is NULL if there was none */
+    heat_recorder *rec;   /* this run's uses: give it to store_config.record */
+    uint64_t save_every;  /* passes between saves (HEAT_SAVE_EVERY) */
+    int warned;           /* open() already warned about the old file */
+} heat_session;
+
+/* Finds the model's heat file (PATH if non-NULL, else heat_default_path),
+ * loads it and starts recording.  0: ready.  1: ready, but WARN holds a
+ * warning for the user (the old file was ignored).  -1: no heat this run
+ * (WARN says why); S is still safe to tick and close. */
+int heat_session_open(heat_session *s, const gguf_file *g, const char *path, int n_layers, int n_expert,
+                      double half_life, sl_err *warn);
+
+/* Call once per forward pass: saves every save_every passes.  0: nothing
+ * to say; 1 or -1: WARN holds a warning (saved with one, or not saved).
+ * Replacing the file open() warned about is not warned about again. */
+int heat_session_tick(heat_session *s, sl_err *warn);
+
+/* Saves what is left and frees S.  Same returns as heat_session_tick. */
+int heat_session_close(heat_session *s, sl_err *warn);
+
 /* ---- using heat ---- */
 
 typedef struct {

@@ -186,3 +186,43 @@ void heat_seed_cache(const heat_table *h, expert_cache *c, double cache_half_lif
         }
     }
 }
+
+/* ---- a run's heat ---- */
+
+int heat_session_open(heat_session *s, const gguf_file *g, const char *path, int n_layers, int n_expert,
+                      double half_life, sl_err *warn)
+{
+    *s = (heat_session){.save_every = HEAT_SAVE_EVERY};
+    uint8_t id[HEAT_ID_BYTES];
+    heat_model_id(g, id);
+    int n = path ? snprintf(s->path, sizeof s->path, "%s", path) : 0;
+    if (n < 0 || (size_t)n >= sizeof s->path) return sl_errf(warn, "heat disabled: path too long: %s", path);
+    if (!path && heat_default_path(id, s->path, sizeof s->path, warn))
+        return sl_err_wrap(warn, "heat disabled");
+    if (heat_recorder_create(&s->rec, id, n_layers, n_expert, half_life, warn)) return sl_err_wrap(warn, "heat disabled");
+    s->warned = heat_load(&s->table, s->path, id, n_layers, n_expert, warn) == HEAT_IGNORED;
+    return s->warned;
+}
+
+static int session_save(heat_session *s, sl_err *warn)
+{
+    int rc = heat_recorder_flush(s->rec, s->path, warn);
+    if (rc == 1 && s->warned) rc = 0; /* the file open() warned about, now replaced */
+    if (rc >= 0) s->warned = 0;
+    return rc;
+}
+
+int heat_session_tick(heat_session *s, sl_err *warn)
+{
+    if (!s->rec || heat_recorder_pending(s->rec) < s->save_every) return 0;
+    return session_save(s, warn);
+}
+
+int heat_session_close(heat_session *s, sl_err *warn)
+{
+    int rc = s->rec && heat_recorder_pending(s->rec) ? session_save(s, warn) : 0;
+    heat_recorder_free(s->rec);
+    heat_table_free(&s->table);
+    s->rec = NULL;
+    return rc;
+}
