@@ -57,6 +57,11 @@ static int parse_args(heat_args *a, int argc, char **argv)
             *(o[2] == 'j' ? &a->json : o[2] == 'r' ? &a->reset : &a->beside) = 1;
             continue;
         }
+        static const char *const VALUED[] = {"-m", "--model", "--heat-file", "--svg", "--trace", "--top",
+                                             "--half-life", "--tokens"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof VALUED / sizeof *VALUED; k++) known |= !strcmp(o, VALUED[k]);
+        if (!known) return cli_fail("heat: unknown option '%s' (see --help)", o), -1;
         if (!v) return cli_fail("heat: option '%s' needs a value (see --help)", o), -1;
         int bad = 0;
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
@@ -65,10 +70,8 @@ static int parse_args(heat_args *a, int argc, char **argv)
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--top")) bad = (a->top = atoi(v)) <= 0;
         else if (!strcmp(o, "--half-life")) bad = (a->half_life = atof(v)) < 0;
-        else if (!strcmp(o, "--tokens"))
-            bad = sscanf(v, "%d:%d", &a->tokens[0], &a->tokens[1]) != 2 || a->tokens[0] < 0 ||
-                  a->tokens[1] <= a->tokens[0];
-        else return cli_fail("heat: unknown option '%s'", o), -1;
+        else bad = sscanf(v, "%d:%d", &a->tokens[0], &a->tokens[1]) != 2 || a->tokens[0] < 0 ||
+                   a->tokens[1] <= a->tokens[0]; /* --tokens */
         if (bad) return cli_fail("heat: bad value '%s' for %s", v, o), -1;
         i++;
     }
