@@ -14,6 +14,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
+    {"heat", cmd_heat, "show, draw, import or reset a model's persisted expert heat"},
 };
 
 static void usage(FILE *f)
