@@ -65,8 +65,22 @@ static int cache_grow_map(bpe_cache *c)
     return 0;
 }
 
-static int cache_add(bpe_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
+/* 1: hit, ids appended; 0: miss (*h set for word_cache_add); -1: no memory */
+int word_cache_get(bpe_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out)
 {
+    if (len > CACHE_MAX_WORD) return 0;
+    *h = tok_hash(w, len);
+    int32_t hit = strmap_get(&c->map, *h, w, len, cache_key, c);
+    if (hit < 0) return 0;
+    const struct centry *e = &c->e[hit];
+    for (uint32_t k = 0; k < e->nids; k++)
+        if (id_push(out, c->ids.v[e->ids + k])) return -1;
+    return 1;
+}
+
+int word_cache_add(bpe_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
+{
+    if (len > CACHE_MAX_WORD) return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
         struct centry *e = realloc(c->e, cap * sizeof *e);
@@ -226,19 +240,11 @@ int bpe_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t l
     int rc = pretok_split(v->pre, text, len, &words, err);
     for (size_t i = 0, start = 0; i < words.n && !rc; start = words.end[i++]) {
         const char *w = words.buf + start;
-        size_t wl = words.end[i] - start;
-        bool cacheable = cache && wl <= CACHE_MAX_WORD;
-        uint64_t h = cacheable ? tok_hash(w, wl) : 0;
-        int32_t hit = cacheable ? strmap_get(&cache->map, h, w, wl, cache_key, cache) : -1;
-        if (hit >= 0) {
-            const struct centry *e = &cache->e[hit];
-            for (uint32_t k = 0; k < e->nids && !rc; k++)
-                if (id_push(out, cache->ids.v[e->ids + k])) rc = sl_errf(err, "out of memory");
-            continue;
-        }
-        size_t before = out->n;
-        if (merge_word(v, &st, w, wl, out) ||
-            (cacheable && cache_add(cache, h, w, wl, out->v + before, out->n - before)))
+        size_t wl = words.end[i] - start, before = out->n;
+        uint64_t h = 0;
+        int hit = word_cache_get(cache, w, wl, &h, out);
+        if (hit < 0 || (!hit && (merge_word(v, &st, w, wl, out) ||
+                                 word_cache_add(cache, h, w, wl, out->v + before, out->n - before))))
             rc = sl_errf(err, "out of memory");
     }
     word_list_free(&words);

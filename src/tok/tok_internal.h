@@ -147,6 +147,10 @@ struct sl_vocab {
     trie_node *trie;     /* over the texts of `special` */
     size_t n_trie;
     int32_t trie_root[256];
+
+    /* SPM: bytes that some token has right before a U+2581; the text can be
+     * cut before a U+2581 preceded by any other byte, as no merge crosses it */
+    bool spm_glue[256];
 };
 
 int32_t vocab_lookup(const sl_vocab *v, const char *s, size_t len);
@@ -164,7 +168,11 @@ typedef struct bpe_cache bpe_cache;
 bpe_cache *bpe_cache_new(void);
 void bpe_cache_free(bpe_cache *c);
 int bpe_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err);
-int spm_tokenize(const sl_vocab *v, const char *text, size_t len, id_vec *out, sl_err *err);
+int spm_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err);
+void spm_prepare(sl_vocab *v);
+/* the per-call word cache shared by both engines */
+int word_cache_get(bpe_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out);
+int word_cache_add(bpe_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids);
 
 /* special-token trie (special.c) */
 int special_build(sl_vocab *v, sl_err *err);

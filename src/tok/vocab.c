@@ -329,6 +329,7 @@ int vocab_load(sl_vocab **out, const gguf_file *g, sl_err *err)
     if (!rc) rc = read_ids(v, g, err);
     if (!rc) rc = special_detect(v, g, err);
     if (!rc) rc = special_build(v, err);
+    if (!rc && v->type == VOCAB_SPM) spm_prepare(v);
     if (rc) {
         vocab_free(v);
         return -1;
