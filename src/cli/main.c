@@ -13,6 +13,8 @@ typedef struct {
 
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text (as llama-tokenize)"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
 };
 
 static void usage(FILE *f)
