@@ -33,7 +33,8 @@ static void ids_str(const int32_t *ids, size_t n, char *out, size_t cap)
 {
     size_t k = 0;
     out[0] = 0;
-    for (size_t i = 0; i < n && k + 16 < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%d", i ? " " : "", ids[i]);
+    for (size_t i = 0; i < n && k + 16 < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%d", i ? " " : "", ids[i]);
 }
 
 static sl_vocab *load_vocab(const char *path, gguf_file **gout)
@@ -100,7 +101,8 @@ static int check_detok(const sl_vocab *v, json_t *dc, const char *vname)
     if (!ok) {
         T_CHECK(0, "%s detok unparse=%d: want \"%s\" got \"%s\"", vname, unparse, escape(want ? want : "", wl),
                 escape(out ? out : "", out ? len : 0));
-        if (verbose) printf("#   detok %s want \"%s\"\n#            got  \"%s\"\n", vname, escape(want, wl), escape(out, len));
+        if (verbose)
+            printf("#   detok %s want \"%s\"\n#            got  \"%s\"\n", vname, escape(want, wl), escape(out, len));
     }
     free(ids);
     free(out);
@@ -175,7 +177,9 @@ static void shared_tests_json(void)
         snprintf(label, sizeof label, "%s", SHARED_VOCABS[i][0]);
         const char *pj = t_shared(rj), *pv = t_shared(rv);
         if (!pj || !pv) {
-            t_skip(label, "../shared/vocab not present");
+            char skipname[128];
+            snprintf(skipname, sizeof skipname, "tokenize + detokenize %s", label);
+            t_skip(skipname, "../shared/vocab not present");
             continue;
         }
         char pjc[1024];
@@ -336,7 +340,9 @@ static void quirks(void)
         char rel[256];
         snprintf(rel, sizeof rel, "vocab/%s", key);
         const char *p = t_shared(rel);
-        if (!p) t_skip(key, "../shared/vocab not present");
+        char skipname[300];
+        snprintf(skipname, sizeof skipname, "quirks %s", key);
+        if (!p) t_skip(skipname, "../shared/vocab not present");
         else quirks_for(cases, p, key);
     }
     json_decref(root);

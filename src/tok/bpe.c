@@ -11,7 +11,7 @@
 
 #define CACHE_MAX_WORD 256
 
-struct bpe_cache {
+struct word_cache {
     strmap map;          /* word -> entry */
     char *keys;
     size_t nkeys, capkeys;
@@ -26,14 +26,14 @@ struct bpe_cache {
 
 static const char *cache_key(const void *ctx, int32_t i, size_t *len)
 {
-    const bpe_cache *c = ctx;
+    const word_cache *c = ctx;
     *len = c->e[i].klen;
     return c->keys + c->e[i].key;
 }
 
-bpe_cache *bpe_cache_new(void)
+word_cache *word_cache_new(void)
 {
-    bpe_cache *c = calloc(1, sizeof *c);
+    word_cache *c = calloc(1, sizeof *c);
     if (c && strmap_init(&c->map, 1024)) {
         free(c);
         return NULL;
@@ -41,7 +41,7 @@ bpe_cache *bpe_cache_new(void)
     return c;
 }
 
-void bpe_cache_free(bpe_cache *c)
+void word_cache_free(word_cache *c)
 {
     if (!c) return;
     strmap_free(&c->map);
@@ -51,7 +51,7 @@ void bpe_cache_free(bpe_cache *c)
     free(c);
 }
 
-static int cache_grow_map(bpe_cache *c)
+static int cache_grow_map(word_cache *c)
 {
     strmap m;
     if (strmap_init(&m, (size_t)c->map.cap)) return -1;
@@ -66,7 +66,7 @@ static int cache_grow_map(bpe_cache *c)
 }
 
 /* 1: hit, ids appended; 0: miss (*h set for word_cache_add); -1: no memory */
-int word_cache_get(bpe_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out)
+int word_cache_get(word_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out)
 {
     if (len > CACHE_MAX_WORD) return 0;
     *h = tok_hash(w, len);
@@ -78,7 +78,7 @@ int word_cache_get(bpe_cache *c, const char *w, size_t len, uint64_t *h, id_vec 
     return 1;
 }
 
-int word_cache_add(bpe_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
+int word_cache_add(word_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
 {
     if (len > CACHE_MAX_WORD) return 0;
     if (c->n == c->cap) {
@@ -233,7 +233,7 @@ static int merge_word(const sl_vocab *v, word_state *s, const char *w, size_t le
     return 0;
 }
 
-int bpe_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
+int bpe_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
 {
     word_list words = {0};
     word_state st = {0};

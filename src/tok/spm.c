@@ -156,7 +156,7 @@ void spm_prepare(sl_vocab *v)
 /* Cuts the text before each U+2581 that starts a symbol and follows a byte
  * no token glues to it: every merge stays inside a chunk, so the chunks
  * tokenize independently (and repeat, so they are cached). */
-int spm_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
+int spm_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
 {
     size_t start = 0;
     for (size_t off = 0; off <= len;) {

@@ -13,7 +13,7 @@ static int push_special(id_vec *out, int32_t id, const char *what, sl_err *err)
     return id_push(out, id) ? sl_errf(err, "out of memory") : 0;
 }
 
-static int spm_fragment(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, bool space_prefix,
+static int spm_fragment(const sl_vocab *v, word_cache *cache, const char *text, size_t len, bool space_prefix,
                         id_vec *out, sl_err *err)
 {
     size_t spaces = space_prefix;
@@ -34,7 +34,7 @@ static int spm_fragment(const sl_vocab *v, bpe_cache *cache, const char *text, s
 static int tokenize_fragments(const sl_vocab *v, const char *text, const fragment *f, size_t nf, id_vec *out,
                               sl_err *err)
 {
-    bpe_cache *cache = bpe_cache_new();
+    word_cache *cache = word_cache_new();
     if (!cache) return sl_errf(err, "out of memory");
     bool prev_special = true;
     int rc = 0;
@@ -49,7 +49,7 @@ static int tokenize_fragments(const sl_vocab *v, const char *text, const fragmen
             rc = bpe_tokenize(v, cache, text + f[i].off, f[i].len, out, err);
         }
     }
-    bpe_cache_free(cache);
+    word_cache_free(cache);
     return rc;
 }
 
