@@ -174,7 +174,9 @@ void spm_prepare(sl_vocab *v);
 int word_cache_get(word_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out);
 int word_cache_add(word_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids);
 
-/* special-token trie (special.c) */
+/* special tokens (special.c): the types llama.cpp forces by text, the EOG
+ * set and lstrip/rstrip rules; then the trie over the special texts */
+int special_detect(sl_vocab *v, const gguf_file *g, sl_err *err);
 int special_build(sl_vocab *v, sl_err *err);
 void special_free(sl_vocab *v);
 
