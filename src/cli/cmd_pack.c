@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "experts/heat.h"
 #include "experts/pack.h"
 #include "experts/trace.h"
 #include "gguf/summary.h"
@@ -22,8 +23,10 @@ static void pack_usage(void)
            "  -o, --output PACK    the manifest file to write\n"
            "  --replicate-hot F    also put this fraction (0-1) of experts on a second drive,\n"
            "                       so the reader can split their reads (default 0)\n"
-           "  --hot-trace FILE     which experts are hot: a routing trace (shared/traces\n"
-           "                       JSON schema); without it an evenly spaced F is chosen\n"
+           "  --heat FILE          which experts are hot: a heat file (sluice heat; default:\n"
+           "                       the model's own heat file, if it has one)\n"
+           "  --hot-trace FILE     or a routing trace (shared/traces JSON schema); with\n"
+           "                       neither, an evenly spaced F of the experts is chosen\n"
            "  --buffered           write through the page cache instead of O_DIRECT\n"
            "  -m, --model MODEL    the model (instead of the first argument)\n"
            "usage: sluice pack --check PACK [MODEL.gguf]\n"
@@ -62,6 +65,36 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total)
     if (done >= total) fputc('\n', stderr);
 }
 
+/* Use rates per (layer, expert) from a heat file: PATH, or the model's
+ * default one when PATH is NULL (then a missing or unusable file just
+ * means no heat).  NULL with *err empty means none. */
+static double *heat_from_file(const char *path, const gguf_file *g, const expert_layout *L, char *note, size_t cap,
+                              sl_err *err)
+{
+    uint8_t id[HEAT_ID_BYTES];
+    char def[4096];
+    heat_model_id(g, id);
+    err->msg[0] = 0;
+    if (!path && heat_default_path(id, def, sizeof def, err)) return NULL;
+    const char *p = path ? path : def;
+    heat_table h;
+    sl_err warn;
+    heat_status st = heat_load(&h, p, id, L->n_layers, L->n_expert, &warn);
+    if (st != HEAT_LOADED) {
+        if (path && st == HEAT_ABSENT) sl_errf(err, "%s: no such heat file", path);
+        else if (path) sl_errf(err, "%s", warn.msg);
+        else if (st == HEAT_IGNORED) fprintf(stderr, "sluice: warning: %s\n", warn.msg);
+        return NULL;
+    }
+    double *heat = calloc((size_t)L->n_layers * (size_t)L->n_expert, sizeof *heat);
+    for (int l = 0; heat && l < L->n_layers; l++)
+        for (int e = 0; e < L->n_expert; e++) heat[(int64_t)l * L->n_expert + e] = heat_rate(&h, l, e);
+    if (!heat) sl_errf(err, "out of memory");
+    snprintf(note, cap, "the hottest by heat file %s (%llu forward passes)", p, (unsigned long long)h.passes);
+    heat_table_free(&h);
+    return heat;
+}
+
 /* Use counts per (layer, expert) from a routing trace. */
 static double *heat_from_trace(const char *path, const expert_layout *L, sl_err *err)
 {
@@ -80,12 +113,14 @@ static double *heat_from_trace(const char *path, const expert_layout *L, sl_err 
     return heat;
 }
 
-static void print_summary(const pack_summary *s, const char *const *drives, int n, const char *out, double secs)
+static void print_summary(const pack_summary *s, const char *const *drives, int n, const char *out, double secs,
+                          const char *hot)
 {
     char a[32], b[32];
     printf("pack %s: %llu experts in %s records, %llu on two drives%s\n", out, (unsigned long long)s->records,
            cli_fmt_bytes(s->record_bytes, a, sizeof a), (unsigned long long)s->replicated,
            s->direct ? "" : " (written through the page cache)");
+    if (s->replicated) printf("replicated: %s\n", hot);
     for (int d = 0; d < n; d++)
         printf("  drive %d  %-40s %6u records  %s\n", d, drives[d], s->drive_records[d],
                cli_fmt_bytes(s->drive_bytes[d], a, sizeof a));
@@ -93,7 +128,7 @@ static void print_summary(const pack_summary *s, const char *const *drives, int 
            cli_fmt_bytes(secs > 0 ? (uint64_t)((double)s->bytes_written / secs) : 0, b, sizeof b));
 }
 
-static int run_pack(const char *model, const char *out, pack_options *o, const char *trace)
+static int run_pack(const char *model, const char *out, pack_options *o, const char *trace, const char *heat_path)
 {
     sl_err err;
     gguf_file *g;
@@ -107,13 +142,18 @@ static int run_pack(const char *model, const char *out, pack_options *o, const c
                                      ms.n_expert_used ? (int)ms.n_expert_used : 1, &err);
         model_summary_free(&ms);
     }
+    char hot[4400] = "evenly spaced experts (no heat file or trace)";
     if (!rc && trace && !(heat = heat_from_trace(trace, &L, &err))) rc = -1;
+    if (!rc && trace) snprintf(hot, sizeof hot, "the hottest in routing trace %s", trace);
+    if (!rc && !trace && o->replicate_hot > 0 && !(heat = heat_from_file(heat_path, g, &L, hot, sizeof hot, &err)) &&
+        err.msg[0])
+        rc = -1;
     progress p = {.t0 = now_s(), .tty = isatty(2)};
     pack_summary sum;
     o->heat = heat;
     o->progress = show_progress, o->progress_ctx = &p;
     if (!rc) rc = pack_write(g, &L, out, o, &sum, &err);
-    if (!rc) print_summary(&sum, o->drives, o->n_drives, out, now_s() - p.t0);
+    if (!rc) print_summary(&sum, o->drives, o->n_drives, out, now_s() - p.t0, hot);
     free(heat);
     if (L.layer) expert_layout_free(&L);
     gguf_close(g);
@@ -142,7 +182,7 @@ static int run_check(const char *pack, const char *model)
 
 int cmd_pack(int argc, char **argv)
 {
-    const char *model = NULL, *out = NULL, *trace = NULL, *check = NULL;
+    const char *model = NULL, *out = NULL, *trace = NULL, *check = NULL, *heat = NULL;
     const char *drives[PACK_MAX_DRIVES];
     pack_options o = {.drives = drives};
     for (int i = 1; i < argc; i++) {
@@ -158,7 +198,7 @@ int cmd_pack(int argc, char **argv)
             continue;
         }
         static const char *const VALUED[] = {"--drive",     "-o",           "--output", "-m", "--model",
-                                             "--hot-trace", "--replicate-hot", "--check"};
+                                             "--hot-trace", "--replicate-hot", "--check", "--heat"};
         size_t k = 0;
         while (k < sizeof VALUED / sizeof *VALUED && strcmp(a, VALUED[k])) k++;
         if (k == sizeof VALUED / sizeof *VALUED) return cli_fail("pack: unknown option '%s' (see --help)", a);
@@ -170,6 +210,7 @@ int cmd_pack(int argc, char **argv)
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--hot-trace")) trace = v;
         else if (!strcmp(a, "--check")) check = v;
+        else if (!strcmp(a, "--heat")) heat = v;
         else if (!strcmp(a, "--replicate-hot")) {
             char *end;
             o.replicate_hot = strtod(v, &end);
@@ -182,6 +223,8 @@ int cmd_pack(int argc, char **argv)
     if (!model) return cli_fail("pack: no model given (sluice pack MODEL.gguf --drive DIR -o PACK)");
     if (!o.n_drives) return cli_fail("pack: at least one --drive DIR is needed");
     if (!out) return cli_fail("pack: -o PACK (the manifest to write) is required");
-    if (trace && o.replicate_hot == 0) return cli_fail("pack: --hot-trace only matters with --replicate-hot");
-    return run_pack(model, out, &o, trace);
+    if ((trace || heat) && o.replicate_hot == 0)
+        return cli_fail("pack: --heat and --hot-trace only matter with --replicate-hot");
+    if (trace && heat) return cli_fail("pack: give --heat or --hot-trace, not both");
+    return run_pack(model, out, &o, trace, heat);
 }

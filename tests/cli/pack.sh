@@ -9,6 +9,9 @@ TRACE=${SLUICE_SHARED:-../shared}/traces/tinymoe-valid-routes.json
 T=$(mktemp -d /var/tmp/sluice-packcli-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/a" "$T/b"
+# never read or write the user's own heat files
+XDG_CACHE_HOME="$T/nocache"
+export XDG_CACHE_HOME
 
 check() { # NAME COMMAND... : ok if COMMAND succeeds
     name=$1; shift
@@ -58,3 +61,22 @@ else
     echo "not ok pack cli: --check: $(cat "$T/out" "$T/err")"
 fi
 fails_with "pack cli: --check refuses another model" "another model" pack --check "$T/t.pack" models/tinydraft-f16.gguf
+
+fails_with "pack cli: --heat names a missing file" "no such heat file" pack $MODEL --drive "$T/a" --drive "$T/b" --replicate-hot 0.1 --heat "$T/none.heat" -o "$T/x.pack"
+if XDG_CACHE_HOME="$T/nocache" "$BIN" pack $MODEL --drive "$T/a" --drive "$T/b" --replicate-hot 0.1 -o "$T/u.pack" >"$T/out" 2>&1 &&
+    grep -q "replicated: evenly spaced" "$T/out"; then
+    echo "ok pack cli: without heat an evenly spaced fraction is replicated"
+else
+    echo "not ok pack cli: no heat: $(cat "$T/out")"
+fi
+if [ -f "$TRACE" ]; then
+    if XDG_CACHE_HOME="$T/cache" "$BIN" heat --trace "$TRACE" >/dev/null 2>&1 &&
+        XDG_CACHE_HOME="$T/cache" "$BIN" pack $MODEL --drive "$T/a" --drive "$T/b" --replicate-hot 0.1 -o "$T/h2.pack" >"$T/out" 2>&1 &&
+        grep -q "replicated: the hottest by heat file $T/cache/sluice/" "$T/out" && grep -q "19 on two drives" "$T/out"; then
+        echo "ok pack cli: the model's heat file picks the replicated experts by default"
+    else
+        echo "not ok pack cli: default heat: $(cat "$T/out")"
+    fi
+else
+    echo "skip pack cli: default heat file: $TRACE not found"
+fi
