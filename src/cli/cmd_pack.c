@@ -120,7 +120,7 @@ static void print_summary(const pack_summary *s, const char *const *drives, int 
     printf("pack %s: %llu experts in %s records, %llu on two drives%s\n", out, (unsigned long long)s->records,
            cli_fmt_bytes(s->record_bytes, a, sizeof a), (unsigned long long)s->replicated,
            s->direct ? "" : " (written through the page cache)");
-    if (s->replicated) printf("replicated: %s\n", hot);
+    if (s->replicated) printf("replicated: %s\n", s->replicated == s->records ? "every expert" : hot);
     for (int d = 0; d < n; d++)
         printf("  drive %d  %-40s %6u records  %s\n", d, drives[d], s->drive_records[d],
                cli_fmt_bytes(s->drive_bytes[d], a, sizeof a));
