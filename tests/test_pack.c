@@ -421,6 +421,13 @@ static void failing_drive(const model *m, const char *manifest, int replicated)
     if (replicated) {
         T_CHECK(bad == 0, bad < 0 ? "%s" : "%d views differ", bad < 0 ? err.msg : "", bad);
         T_CHECK(f.hits > 0, "the fault never fired");
+        /* after a run of failures the drive is avoided where a copy exists */
+        pack_source_stats ps;
+        store_stats st;
+        source_pack_stats(src, &ps);
+        expert_store_stats(p, &st);
+        T_CHECK(ps.errors[0] < 40 && st.misses > 100, "%u failed reads on the failing drive over %llu loads",
+                ps.errors[0], (unsigned long long)st.misses);
     } else {
         T_CHECK(bad == -1 && strstr(err.msg, ".0.data") && strstr(err.msg, "offset") &&
                     strstr(err.msg, "Input/output error"),
