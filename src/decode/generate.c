@@ -92,12 +92,18 @@ static size_t stop_prefix_tail(const gen_emitter *e)
     return best;
 }
 
-/* Appends bytes to the held text and shows what is safe. */
-static int hold_text(gen_emitter *e, const char *s, size_t n, sl_err *err)
+static int hold_append(gen_emitter *e, const char *s, size_t n, sl_err *err)
 {
     if (grow((void **)&e->hold, &e->hold_cap, e->n_hold + n, 1, err)) return -1;
     memcpy(e->hold + e->n_hold, s, n);
     e->n_hold += n;
+    return 0;
+}
+
+/* Appends bytes to the held text and shows what is safe. */
+static int hold_text(gen_emitter *e, const char *s, size_t n, sl_err *err)
+{
+    if (n && hold_append(e, s, n, err)) return -1;
     ptrdiff_t at = find_stop(e);
     if (at >= 0) {
         if (show(e, (size_t)at, err)) return -1;
@@ -115,9 +121,7 @@ int emitter_finish(gen_emitter *e, gen_stop reason, sl_err *err)
     if (r->stop != GEN_STOP_STRING) {
         char tail[64];
         size_t n = detok_flush(&e->detok, tail, sizeof tail);
-        if (grow((void **)&e->hold, &e->hold_cap, e->n_hold + n, 1, err)) return -1;
-        memcpy(e->hold + e->n_hold, tail, n);
-        e->n_hold += n;
+        if (n && hold_append(e, tail, n, err)) return -1;
         gen_stop keep = r->stop;
         if (show(e, e->n_hold, err)) return -1;
         r->stop = keep;
