@@ -231,12 +231,21 @@ static void test_distribution(void)
 
 static void test_rng(void)
 {
-    t_begin("mt19937 10000th output for seed 5489 is 4123659995 (C++ [rand.predef])");
+    t_begin("mt19937 = C++ std::mt19937 ([rand.predef] check value), uniform = libstdc++'s");
     sl_rng r;
     rng_seed(&r, 5489);
     uint32_t v = 0;
     for (int i = 0; i < 10000; i++) v = rng_u32(&r);
     T_CHECK(v == 4123659995u, "got %u", v);
+    /* std::uniform_real_distribution<double>(0, 1) over std::mt19937(42), as
+     * printed by a libstdc++ (GCC 12) build: the draws llama.cpp's sampler makes */
+    static const double want[] = {0.79654298428784598, 0.18343478789336848, 0.77969099761266125,
+                                  0.59685016158005655, 0.44583275754843343};
+    rng_seed(&r, 42);
+    for (int i = 0; i < 5; i++) {
+        double u = rng_uniform(&r);
+        T_CHECK(u == want[i], "draw %d: %.17g, libstdc++ %.17g", i, u, want[i]);
+    }
     rng_seed(&r, 42);
     double lo = 1, hi = 0, mean = 0;
     for (int i = 0; i < 100000; i++) {
