@@ -70,17 +70,50 @@ static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **ro
     return nv;
 }
 
+/* The 16 rows of a group are one contiguous chunk (rows[15] + row_bytes is
+ * the next group).  While block b of this group is computed, fetch the b-th
+ * slice of the next group's chunk, so it streams in sequentially one group
+ * ahead instead of as 16 strided streams. */
+static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz)
+{
+    size_t row_bytes = (size_t)(rows[1] - rows[0]);
+    if (row_bytes == 0) return; /* single-row tail group */
+    const char *next = (const char *)rows[0] + 16 * row_bytes;
+    for (size_t o = (size_t)b * 16 * bsz; o < (size_t)(b + 1) * 16 * bsz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+}
+
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
 {
     __mmask16 m = (__mmask16)((1u << nv) - 1);
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * y_stride + (size_t)r, m, acc[t]);
 }
 
-static inline __m512 load_h16(const uint8_t *const *rows, size_t off) /* fp16 field of 16 rows */
+/* fp16 field at byte offset OFF of 16 rows: one gather (rows are row_bytes
+ * apart; tail rows repeat the last valid one through the index vector). */
+typedef struct {
+    const uint8_t *base;
+    __m512i idx;
+} rowset;
+
+static inline rowset rowset_make(const uint8_t *const *rows)
 {
-    uint16_t h[16];
-    for (int i = 0; i < 16; i++) memcpy(&h[i], rows[i] + off, 2);
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    int32_t o[16];
+    for (int i = 0; i < 16; i++) o[i] = (int32_t)(rows[i] - rows[0]);
+    rowset rs = {rows[0], _mm512_loadu_si512(o)};
+    return rs;
+}
+
+static inline __m512 load_h16(const rowset *rs, size_t off)
+{
+    __m512i g = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + off), 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
+/* Same for a field that ends its block (Q6_K d): read the 4 bytes ending there. */
+static inline __m512 load_h16_end(const rowset *rs, size_t off)
+{
+    __m512i g = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + off - 2), 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
 }
 
 /* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
@@ -169,14 +202,14 @@ static inline __m512i w32_pair(uint32_t type, const uint8_t *ra, const uint8_t *
     }
 }
 
-static inline __m512 w32_scale(uint32_t type, const uint8_t *const *rows, int64_t b)
+static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *const *rows, int64_t b)
 {
     switch (type) {
-    case GGML_TYPE_Q8_0: return load_h16(rows, (size_t)b * 34);
-    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: return load_h16(rows, (size_t)b * 18);
-    case GGML_TYPE_Q4_1: return load_h16(rows, (size_t)b * 20);
-    case GGML_TYPE_Q5_0: return load_h16(rows, (size_t)b * 22);
-    case GGML_TYPE_Q5_1: return load_h16(rows, (size_t)b * 24);
+    case GGML_TYPE_Q8_0: return load_h16(rs, (size_t)b * 34);
+    case GGML_TYPE_Q4_0: case GGML_TYPE_IQ4_NL: return load_h16(rs, (size_t)b * 18);
+    case GGML_TYPE_Q4_1: return load_h16(rs, (size_t)b * 20);
+    case GGML_TYPE_Q5_0: return load_h16(rs, (size_t)b * 22);
+    case GGML_TYPE_Q5_1: return load_h16(rs, (size_t)b * 24);
     default: {
         float d[16];
         for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
@@ -200,13 +233,17 @@ q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, const act3
 {
     int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
+    rowset rs = rowset_make(rows);
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    size_t wsz = type == GGML_TYPE_Q8_0 ? 34 : type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22
+               : type == GGML_TYPE_Q5_1 ? 24 : type == GGML_TYPE_MXFP4 ? 17 : 18;
     for (int64_t b = 0; b < nb; b++) {
         __m512i wv[8];
+        prefetch_next(rows, b, wsz);
         for (int k = 0; k < 8; k++) wv[k] = w32_pair(type, rows[2 * k], rows[2 * k + 1], b);
-        __m512 dw = w32_scale(type, rows, b);
+        __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
-        if (q81) mw = load_h16(rows, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
+        if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
         for (int t = 0; t < nt; t++) {
             const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * bsz + qoff;
             __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
@@ -307,43 +344,66 @@ static inline const int8_t *actk_qs(const sl_act *x, const actk *p, int reorder,
     return ((const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes))[b].qs;
 }
 
-/* Q4_K / Q5_K 6-bit scales and mins of one superblock into sc[8], mn[8]. */
-static inline void k4_scales(const uint8_t *s, uint8_t *sc, uint8_t *mn)
+/* Q4_K / Q5_K scales and mins of 16 rows at once (lanes = rows), from the
+ * 12 packed bytes at +4: per row, sc 0-3 / 4-7 and mins 0-3 / 4-7 as bytes. */
+typedef struct {
+    __m512i ab_lo, ab_hi; /* qwords (sc0-3 | sc4-7 << 32): rows 4j,4j+1 | 4j+2,4j+3 in 128-lane j */
+    __m512i c, dd;        /* mins 0-3, 4-7 (bytes), lanes = rows */
+} k4sc;
+
+static inline k4sc k4_scales16(const rowset *rs, size_t boff)
 {
-    uint32_t u[3], a, b, c, dd;
-    memcpy(u, s, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    a = u[0] & m6;                                  /* sc 0-3 */
-    c = u[1] & m6;                                  /* mn 0-3 */
-    b = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);    /* sc 4-7 */
-    dd = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mn 4-7 */
-    memcpy(sc, &a, 4), memcpy(sc + 4, &b, 4), memcpy(mn, &c, 4), memcpy(mn + 4, &dd, 4);
+    __m512i u0 = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 4), 1);
+    __m512i u1 = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 8), 1);
+    __m512i u2 = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 12), 1);
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i m2 = _mm512_set1_epi32(0x03030303);
+    __m512i a = _mm512_and_si512(u0, m6);
+    __m512i b = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4));
+    k4sc k;
+    k.c = _mm512_and_si512(u1, m6);
+    k.dd = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4));
+    k.ab_lo = _mm512_unpacklo_epi32(a, b);
+    k.ab_hi = _mm512_unpackhi_epi32(a, b);
+    return k;
+}
+
+/* The 8 scale bytes of row i broadcast to every qword. */
+static inline __m512i k4_bcast(const k4sc *k, int i)
+{
+    int q = 2 * (i / 4) + (i % 2) + ((i % 4) >= 2 ? 8 : 0);
+    return _mm512_permutex2var_epi64(k->ab_lo, _mm512_set1_epi64(q), k->ab_hi);
+}
+
+/* M = sum_j min_j * (sum of the 32 activations of sub-block j), lanes = rows. */
+static inline __m512i k4_mins(const k4sc *k, const int16_t *bs8)
+{
+    const __m512i lo = _mm512_set1_epi32(0x00ff00ff);
+    int32_t p[4];
+    for (int j = 0; j < 2; j++) {
+        p[2 * j] = (int32_t)((uint16_t)bs8[4 * j] | (uint32_t)(uint16_t)bs8[4 * j + 2] << 16);
+        p[2 * j + 1] = (int32_t)((uint16_t)bs8[4 * j + 1] | (uint32_t)(uint16_t)bs8[4 * j + 3] << 16);
+    }
+    __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_and_si512(k->c, lo), _mm512_set1_epi32(p[0]));
+    m = _mm512_dpwssd_epi32(m, _mm512_and_si512(_mm512_srli_epi32(k->c, 8), lo), _mm512_set1_epi32(p[1]));
+    m = _mm512_dpwssd_epi32(m, _mm512_and_si512(k->dd, lo), _mm512_set1_epi32(p[2]));
+    return _mm512_dpwssd_epi32(m, _mm512_and_si512(_mm512_srli_epi32(k->dd, 8), lo), _mm512_set1_epi32(p[3]));
 }
 
 /* Scale vectors for maddubs output (32 int16 lanes = 64 elements): lanes
- * 0-15 take sc[i0], lanes 16-31 sc[i1]. */
-static inline __m512i sc_pair(__m512i sc16, int i0, int i1)
+ * 0-15 take sc[i0], lanes 16-31 sc[i1]; one byte shuffle of the broadcast
+ * scale bytes (zeros for the high bytes). */
+static inline __m512i sc_pair(__m512i bc, int i0, int i1)
 {
-    __m512i idx = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16((short)i0), _mm512_set1_epi16((short)i1));
-    return _mm512_permutexvar_epi16(idx, sc16);
+    __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(0x8000 | i0)), _mm256_set1_epi16((short)(0x8000 | i1)), 1);
+    return _mm512_shuffle_epi8(bc, idx);
 }
 
-static inline int hsum128(__m128i v)
-{
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(v);
-}
-
-/* One superblock of Q4_K or Q5_K for one row and nt tokens: S into s[t], M into m[t]. */
+/* One superblock of Q4_K / Q5_K for one row: integer S partials per token. */
 static inline __attribute__((always_inline)) void
-k45_row(int five, const uint8_t *blk, const sl_act *x, const actk *ap, int64_t t0, int nt, int64_t nb, int64_t b,
-        __m512i *s, int32_t *m, size_t stride)
+k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *act, __m512i *s)
 {
-    uint8_t sc[8], mn[8];
-    k4_scales(blk + 4, sc, mn);
-    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-    __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
     const uint8_t *qs = blk + (five ? 48 : 16);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i q01 = _mm512_loadu_si512(qs), q23 = _mm512_loadu_si512(qs + 64);
@@ -357,22 +417,54 @@ k45_row(int five, const uint8_t *blk, const sl_act *x, const actk *ap, int64_t t
             __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
                                                 _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
             __mmask64 hm = _mm512_test_epi8_mask(hh, bitsel);
-            v[k] = _mm512_or_si512(v[k], _mm512_maskz_mov_epi8(hm, _mm512_set1_epi8(0x10)));
+            v[k] = _mm512_mask_add_epi8(v[k], hm, v[k], _mm512_set1_epi8(0x10));
         }
     }
-    __m512i scv[4] = {sc_pair(sc16, 0, 2), sc_pair(sc16, 1, 3), sc_pair(sc16, 4, 6), sc_pair(sc16, 5, 7)};
+    __m512i scv[4] = {sc_pair(bc, 0, 2), sc_pair(bc, 1, 3), sc_pair(bc, 4, 6), sc_pair(bc, 5, 7)};
     for (int t = 0; t < nt; t++) {
-        const int8_t *a = actk_qs(x, ap, 1, t0, t, nb, b);
-        __m512i acc = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
-            __m512i p = _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k));
-            acc = _mm512_dpwssd_epi32(acc, p, scv[k]);
-        }
-        s[t * stride] = acc;
-        __m128i bs8 = _mm_loadu_si128((const __m128i *)(ap->bs8 + ((size_t)t * (size_t)nb + (size_t)b) * 8));
-        m[t * stride] = hsum128(_mm_madd_epi16(mn16, bs8));
+        __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(act[t])), scv[0]);
+        for (int k = 1; k < 4; k++)
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(act[t] + 64 * k)), scv[k]);
+        s[16 * t] = acc;
     }
 }
+
+static inline __attribute__((always_inline)) void
+k45_group(int five, int nt, const uint8_t *const *rows, const actk *ap, int64_t nb, __m512i *s, __m512 *acc)
+{
+    size_t bsz = five ? 176 : 144;
+    rowset rs = rowset_make(rows);
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_next(rows, b, bsz);
+        k4sc k = k4_scales16(&rs, (size_t)b * bsz);
+        const int8_t *act[TT];
+        for (int t = 0; t < nt; t++) act[t] = ap->qsr + ((size_t)t * (size_t)nb + (size_t)b) * 256;
+        for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), act, s + i);
+        __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
+        for (int t = 0; t < nt; t++) {
+            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
+            __m512 da = _mm512_set1_ps(ap->d[ti]);
+            __m512i S = red16(s + 16 * t), M = k4_mins(&k, ap->bs8 + ti * 8);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(S), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(M), acc[t]);
+        }
+    }
+}
+
+#define K45_KERNEL(NAME, FIVE, NT)                                                                       \
+    static void NAME(const uint8_t *const *rows, const actk *ap, int64_t nb, __m512i *s, __m512 *acc) \
+    {                                                                                                    \
+        k45_group(FIVE, NT, rows, ap, nb, s, acc);                                                       \
+    }
+K45_KERNEL(k_q4k_1, 0, 1)
+K45_KERNEL(k_q4k_4, 0, 4)
+K45_KERNEL(k_q5k_1, 1, 1)
+K45_KERNEL(k_q5k_4, 1, 4)
+K45_KERNEL(k_q4k_2, 0, 2)
+K45_KERNEL(k_q4k_3, 0, 3)
+K45_KERNEL(k_q5k_2, 1, 2)
+K45_KERNEL(k_q5k_3, 1, 3)
 
 /* Q6_K: S = sum_g sc_g * sum (v - 32) a, with v = 6-bit unsigned. */
 static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, int64_t t0, int nt, int64_t nb,
@@ -432,25 +524,21 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
             const uint8_t *rows[16];
             int nv = group_rows(w, r, r1, rows);
             __m512 acc[TT];
-            for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                int32_t m[TT * 16];
-                for (int i = 0; i < 16; i++) {
-                    const uint8_t *blk = rows[i] + (size_t)b * bsz;
-                    if (type == GGML_TYPE_Q6_K)
-                        q6k_row(blk, x, &ap, t0, nt, nb, b, s + i, 16);
-                    else
-                        k45_row(type == GGML_TYPE_Q5_K, blk, x, &ap, t0, nt, nb, b, s + i, m + i, 16);
-                }
-                __m512 dw = load_h16(rows, (size_t)b * bsz + doff);
-                for (int t = 0; t < nt; t++) {
-                    float da = ap.d[(size_t)t * (size_t)nb + (size_t)b];
-                    __m512i S = red16(s + 16 * t);
-                    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(da), dw), _mm512_cvtepi32_ps(S), acc[t]);
-                    if (reorder) {
-                        __m512 dm = _mm512_mul_ps(_mm512_set1_ps(da), load_h16(rows, (size_t)b * bsz + 2));
-                        __m512 M = _mm512_cvtepi32_ps(_mm512_loadu_si512(m + 16 * t));
-                        acc[t] = _mm512_fnmadd_ps(dm, M, acc[t]);
+            rowset rs = rowset_make(rows);
+            if (reorder) {
+                static void (*const fns[2][TT])(const uint8_t *const *, const actk *, int64_t, __m512i *, __m512 *) = {
+                    {k_q4k_1, k_q4k_2, k_q4k_3, k_q4k_4}, {k_q5k_1, k_q5k_2, k_q5k_3, k_q5k_4}};
+                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &ap, nb, s, acc);
+            } else {
+                for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+                for (int64_t b = 0; b < nb; b++) {
+                    prefetch_next(rows, b, bsz);
+                    for (int i = 0; i < 16; i++) q6k_row(rows[i] + (size_t)b * bsz, x, &ap, t0, nt, nb, b, s + i, 16);
+                    __m512 dw = load_h16_end(&rs, (size_t)b * bsz + doff);
+                    for (int t = 0; t < nt; t++) {
+                        float da = ap.d[(size_t)t * (size_t)nb + (size_t)b];
+                        __m512i S = red16(s + 16 * t);
+                        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(da), dw), _mm512_cvtepi32_ps(S), acc[t]);
                     }
                 }
             }
