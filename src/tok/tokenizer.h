@@ -36,6 +36,10 @@ int vocab_token_type(const sl_vocab *v, int32_t id);
 const char *vocab_token_text(const sl_vocab *v, int32_t id);
 /* Id of the token whose stored text is exactly TEXT, or -1. */
 int32_t vocab_find(const sl_vocab *v, const char *text);
+/* tokenizer.ggml.model ("gpt2", "llama") and the pre-tokenizer in use
+ * ("default" when the file names none; NULL for SentencePiece). */
+const char *vocab_model(const sl_vocab *v);
+const char *vocab_pre(const sl_vocab *v);
 
 /* Tokenizes LEN bytes of TEXT into a malloc'd array (*ids, *n).  ADD_SPECIAL
  * adds BOS/EOS as the vocabulary says; PARSE_SPECIAL matches control tokens
@@ -59,8 +63,13 @@ typedef struct {
 } sl_detok;
 
 /* Appends the printable bytes produced by token ID to OUT (cap bytes);
- * returns the number of bytes written. */
+ * returns the number of bytes written.  Control tokens print nothing (as
+ * llama.cpp's token_to_piece without special).  OUT should have room for
+ * the token's piece plus 3 held-back bytes; what does not fit is dropped. */
 size_t detok_push(sl_detok *d, const sl_vocab *v, int32_t id, char *out, size_t cap);
+/* The same, rendering control tokens' text when UNPARSE_SPECIAL. */
+size_t detok_push_special(sl_detok *d, const sl_vocab *v, int32_t id, bool unparse_special, char *out,
+                          size_t cap);
 /* Flushes what is held back (invalid or truncated sequences at the end). */
 size_t detok_flush(sl_detok *d, char *out, size_t cap);
 
