@@ -28,7 +28,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench
+.PHONY: all test test-asan demo clean bench bench-kernels
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
 
 $(DEPS_OK): mk/deps.sh
@@ -64,6 +64,14 @@ demo: all
 
 bench: all
 	sh bench/run.sh
+
+# Kernel benchmark (bench/bench_kernels.c): memory bandwidth, decode GB/s,
+# prefill GFLOP/s.  Pass arguments with BENCH_ARGS="-q q4_K".
+$(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libsluice.a
+	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
+bench-kernels: $(BUILD)/bench_kernels
+	./$(BUILD)/bench_kernels $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan

@@ -55,7 +55,7 @@ static int t_end(void)
     return !t_cur.failed;
 }
 
-static void t_skip(const char *name, const char *why)
+__attribute__((unused)) static void t_skip(const char *name, const char *why)
 {
     printf("skip %s: %s\n", name, why);
     t_nskip++;
@@ -66,7 +66,7 @@ static void t_skip(const char *name, const char *why)
     do { if (!(cond)) t_failf(__FILE__, __LINE__, __VA_ARGS__); } while (0)
 
 /* Path under the shared reference folder, or NULL when it is not present. */
-static const char *t_shared(const char *rel)
+__attribute__((unused)) static const char *t_shared(const char *rel)
 {
     static char buf[4][1024];
     static int slot;

@@ -13,6 +13,7 @@ typedef struct {
 
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
+    {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
 };
 
 static void usage(FILE *f)

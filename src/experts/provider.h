@@ -29,17 +29,22 @@ typedef struct {
 typedef struct expert_provider expert_provider;
 
 typedef struct {
-    /* The router's decision at LAYER: N distinct expert ids.  Plans and
-     * starts every read before returning. */
+    /* The router's decision at LAYER: N distinct expert ids.  Plans hits
+     * and misses and starts every read before returning. */
     int (*begin)(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err);
-    /* Blocks until one of the begun experts is ready and returns its index in
-     * the ids array (filling *v); returns N-style "done" as -1 once every
-     * expert has been handed out, or -2 on error (err set). */
+    /* Blocks until one of the begun experts is ready, fills *v and returns
+     * its index in the ids array; returns -1 once every expert has been
+     * handed out, -2 on error (err set: a failed read is never skipped). */
     int (*next)(expert_provider *p, expert_view *v, sl_err *err);
-    /* The layer is finished with its experts; their buffers may be reused. */
+    /* Optional (may be NULL): the layer is done with the expert at INDEX.
+     * When a batch needs more experts than the cache holds, next() can
+     * only hand out more after earlier ones are released, so a layer must
+     * release each expert once applied to all its positions. */
+    void (*release)(expert_provider *p, int index);
+    /* The layer is finished; every expert it was given may be reused. */
     void (*end)(expert_provider *p, int layer);
-    /* Optional (may be NULL): a prediction of the experts a later layer will
-     * need, for prefetching.  Never changes results. */
+    /* Optional (may be NULL): a prediction of the experts a later layer
+     * will need, for prefetching.  Never changes results. */
     void (*hint)(expert_provider *p, int layer, const int32_t *ids, int n);
     void (*destroy)(expert_provider *p);
 } expert_provider_ops;

@@ -367,12 +367,20 @@ static int read_tensor_info(cursor *c, gguf_tensor *t, uint64_t i)
     if (t->ne[0] % ti->blck_size)
         return sl_errf(c->err, "%s: tensor '%s': row length %lld is not a multiple of the %s block size %u",
                        c->path, t->name, (long long)t->ne[0], ti->name, ti->blck_size);
-    uint64_t bytes = (uint64_t)t->ne[0] / ti->blck_size * ti->type_size;
-    for (int d = 1; d < GGUF_MAX_DIMS; d++) {
-        if (t->ne[d] != 0 && bytes > UINT64_MAX / (uint64_t)t->ne[d])
-            return sl_errf(c->err, "%s: tensor '%s': byte size overflows (shape too large)", c->path, t->name);
-        bytes *= (uint64_t)t->ne[d];
+    /* element count and byte size must both fit; ggml requires the count in int64 */
+    uint64_t elems = 1, bytes = (uint64_t)t->ne[0] / ti->blck_size;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) {
+        uint64_t ne = (uint64_t)t->ne[d];
+        if ((ne && elems > (uint64_t)INT64_MAX / ne) || (d && ne && bytes > UINT64_MAX / ne))
+            return sl_errf(c->err, "%s: tensor '%s' (byte %llu): size overflows (shape too large)", c->path,
+                           t->name, (unsigned long long)at);
+        elems *= ne;
+        if (d) bytes *= ne;
     }
+    if (bytes > UINT64_MAX / ti->type_size)
+        return sl_errf(c->err, "%s: tensor '%s' (byte %llu): size overflows (shape too large)", c->path, t->name,
+                       (unsigned long long)at);
+    bytes *= ti->type_size;
     t->nbytes = bytes;
     return 0;
 }

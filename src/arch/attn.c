@@ -1,0 +1,300 @@
+/* Attention kernel (ggml's CPU arithmetic, see attn.h) and the standard
+ * GQA attention block. */
+#include "arch/attn.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------ ggml's reductions */
+
+/* _mm512_reduce_add_ps as GCC expands it: halves, quarters, then pairs. */
+static float tree16(const float *l)
+{
+    float a[8], b[4];
+    for (int i = 0; i < 8; i++) a[i] = l[i + 8] + l[i];
+    for (int i = 0; i < 4; i++) b[i] = a[i + 4] + a[i];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* The 4 x 16-lane accumulators of ggml_vec_dot_* (AVX-512), folded as
+ * GGML_F32x16_REDUCE does. */
+static float fold64(float acc[4][16])
+{
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+    return tree16(acc[0]);
+}
+
+/* ggml_vec_dot_f32: 64-wide blocks in 4x16 lanes, then a float tail.  As
+ * compiled, the tail's whole groups of 8 and then of 4 are vectorised
+ * (rounded products added in order) and only the last n % 4 use fused
+ * multiply-adds. */
+static float dot_f32(const float *x, const float *y, int n)
+{
+    int np = n & ~63;
+    float acc[4][16] = {{0}};
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    float sum = np ? fold64(acc) : 0.0f;
+    int c = n - np, plain = (c & ~7) + ((c & 7) >= 4 ? 4 : 0);
+    int i = np;
+    for (; i < np + plain; i++) sum = sum + x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+/* ggml_vec_dot_f16 (AVX-512 without FP16 arithmetic): products exact in
+ * f32, 4x16 lanes, tail summed in double. */
+static float dot_f16(const uint16_t *x, const uint16_t *y, int n)
+{
+    int np = n & ~63;
+    float acc[4][16] = {{0}};
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) {
+                int k = i + 16 * j + l;
+                acc[j][l] = fmaf(fp16_to_fp32(x[k]), fp16_to_fp32(y[k]), acc[j][l]);
+            }
+    double sum = fold64(acc);
+    for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+/* ------------------------------------------------------ the kernel */
+
+/* Softmax of n scores as ggml_soft_max_ext does it over a KV length padded
+ * to 16 (the padding holds -inf, i.e. masked cells, and contributes 0). */
+static void softmax_padded(float *s, int n)
+{
+    int n16 = (n + 15) & ~15;
+    for (int p = n; p < n16; p++) s[p] = -INFINITY;
+    op_softmax(s, n16);
+}
+
+/* sum_p w[p] * v_p[d] with position p in lane p % 16, then the lane tree:
+ * the order of llamafile's sgemm for kqv. */
+static void weighted_sum_f32(const attn_src *a, const float *w, int n, float *out, float *lanes)
+{
+    int dv = a->dv;
+    memset(lanes, 0, sizeof(float) * 16 * (size_t)dv);
+    const float *v = a->v;
+    for (int p = 0; p < n; p++) {
+        float *acc = lanes + (size_t)(p & 15) * dv;
+        const float *vp = v + (size_t)p * a->v_stride;
+        for (int d = 0; d < dv; d++) acc[d] = fmaf(vp[d], w[p], acc[d]);
+    }
+    float l[16];
+    for (int d = 0; d < dv; d++) {
+        for (int i = 0; i < 16; i++) l[i] = lanes[(size_t)i * dv + d];
+        out[d] = tree16(l);
+    }
+}
+
+static void weighted_sum_f16(const attn_src *a, const float *w, int n, float *out, float *lanes)
+{
+    int dv = a->dv;
+    memset(lanes, 0, sizeof(float) * 16 * (size_t)dv);
+    const uint16_t *v = a->v;
+    for (int p = 0; p < n; p++) {
+        float *acc = lanes + (size_t)(p & 15) * dv;
+        const uint16_t *vp = v + (size_t)p * a->v_stride;
+        float wp = fp16_to_fp32(fp32_to_fp16(w[p]));
+        for (int d = 0; d < dv; d++) acc[d] = fmaf(fp16_to_fp32(vp[d]), wp, acc[d]);
+    }
+    float l[16];
+    for (int d = 0; d < dv; d++) {
+        for (int i = 0; i < 16; i++) l[i] = lanes[(size_t)i * dv + d];
+        out[d] = tree16(l);
+    }
+}
+
+static void attn_softmax(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    int n16 = (n + 15) & ~15;
+    float *s = tmp, *lanes = tmp + n16;
+    if (a->mode == SL_KV_F32) {
+        const float *k = a->k;
+        for (int p = 0; p < n; p++) s[p] = dot_f32(k + (size_t)p * a->k_stride, q, a->dk) * a->scale;
+    } else {
+        uint16_t *q16 = (uint16_t *)(lanes + 16 * (size_t)a->dv);
+        for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+        const uint16_t *k = a->k;
+        for (int p = 0; p < n; p++) s[p] = dot_f16(k + (size_t)p * a->k_stride, q16, a->dk) * a->scale;
+    }
+    softmax_padded(s, n);
+    if (a->mode == SL_KV_F32) weighted_sum_f32(a, s, n, out, lanes);
+    else weighted_sum_f16(a, s, n, out, lanes);
+}
+
+/* ggml_compute_forward_flash_attn_ext_f16_one_chunk for one query row. */
+static void attn_flash(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    int dk = a->dk, dv = a->dv;
+    uint16_t *q16 = (uint16_t *)tmp;
+    uint16_t *acc = q16 + ((dk + 31) & ~31);
+    for (int i = 0; i < dk; i++) q16[i] = fp32_to_fp16(q[i]);
+    memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
+    const uint16_t *k = a->k, *v = a->v;
+    float S = 0.0f, M = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        float s = dot_f16(k + (size_t)p * a->k_stride, q16, dk) * a->scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            float mold = M;
+            M = s;
+            ms = expf(mold - M);
+            for (int d = 0; d < dv; d++) acc[d] = fp32_to_fp16(fp16_to_fp32(acc[d]) * ms);
+        } else {
+            vs = expf(s - M);
+        }
+        const uint16_t *vp = v + (size_t)p * a->v_stride;
+        for (int d = 0; d < dv; d++) acc[d] = fp32_to_fp16(fmaf(fp16_to_fp32(vp[d]), vs, fp16_to_fp32(acc[d])));
+        S = fmaf(S, ms, vs); /* contracted in ggml-cpu */
+    }
+    float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
+}
+
+void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, n, out, tmp);
+    else attn_softmax(a, q, n, out, tmp);
+}
+
+size_t attn_tmp_floats(const sl_session *s)
+{
+    const hparams *hp = &s->m->hp;
+    size_t dk = (size_t)hp->n_embd_head_k, dv = (size_t)hp->n_embd_head_v;
+    if (s->m->ops->id == ARCH_DEEPSEEK2) {
+        dk = (size_t)hp->n_lora_kv + (size_t)hp->n_rot;
+        dv = (size_t)hp->n_lora_kv;
+    }
+    size_t n16 = ((size_t)s->n_ctx + 15) & ~(size_t)15;
+    /* scores, 16 lanes of values, q in f16 (and, for flash, the f16 accumulator) */
+    return n16 + 16 * dv + dk + dv + 64;
+}
+
+void kv_store(const sl_session *s, void *dst, const float *src, int n)
+{
+    if (s->kv_mode == SL_KV_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    uint16_t *d = dst;
+    for (int i = 0; i < n; i++) d[i] = fp32_to_fp16(src[i]);
+}
+
+/* ------------------------------------------------------- GQA block */
+
+typedef struct {
+    sl_session *s;
+    const kv_layer *kv;
+    const float *q; /* T x (H * dk) */
+    float *att;     /* T x (H * dv) */
+    int H, Hkv, dk, dv;
+    int32_t pos0;
+    float scale;
+} gqa_job;
+
+static void gqa_task(void *ctx, int task, int thread)
+{
+    const gqa_job *j = ctx;
+    int t = task / j->H, h = task % j->H;
+    int kvh = h / (j->H / j->Hkv);
+    const sl_session *s = j->s;
+    size_t elt = s->kv_elt;
+    attn_src a = {
+        .mode = s->kv_mode, .dk = j->dk, .dv = j->dv,
+        .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->k_row,
+        .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->v_row,
+        .scale = j->scale,
+    };
+    float *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
+    attn_one(&a, j->q + ((size_t)t * j->H + h) * j->dk, j->pos0 + t + 1, j->att + ((size_t)t * j->H + h) * j->dv,
+             tmp);
+}
+
+/* Q, K, V projections (fused or separate, with optional biases); the input
+ * is converted once when the three weights share a vec_dot type. */
+static int qkv_proj(sl_session *s, const layer_w *L, const float *xn, int T, float *q, float *k, float *v, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    int64_t nq = (int64_t)hp->n_head * hp->n_embd_head_k, nk = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
+    int64_t nv = (int64_t)hp->n_head_kv * hp->n_embd_head_v;
+    sl_act *a = &s->act[ACT_A];
+    if (L->wqkv.data) {
+        float *qkv = scr_get(s, SCR_T1, (size_t)T * (nq + nk + nv) * sizeof(float), err);
+        if (!qkv || linear(s, a, &L->wqkv, L->bqkv, xn, T, qkv, err)) return -1;
+        for (int t = 0; t < T; t++) {
+            const float *r = qkv + (size_t)t * (nq + nk + nv);
+            memcpy(q + t * nq, r, sizeof(float) * nq);
+            memcpy(k + t * nk, r + nq, sizeof(float) * nk);
+            memcpy(v + t * nv, r + nq + nk, sizeof(float) * nv);
+        }
+        return 0;
+    }
+    if (act_prepare(a, L->wq.type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+    matmul(&L->wq, a, q, (size_t)nq, s->pool);
+    const sl_mat *kv[2] = {&L->wk, &L->wv};
+    float *dst[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        const sl_act *use = a;
+        if (kernels_vec_dot_type(kv[i]->type) != a->vtype) {
+            sl_act *b = &s->act[ACT_B];
+            if (act_prepare(b, kv[i]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+            use = b;
+        }
+        matmul(kv[i], use, dst[i], (size_t)kv[i]->ne1, s->pool);
+    }
+    if (L->bq) add_bias(q, L->bq, T, nq);
+    if (L->bk) add_bias(k, L->bk, T, nk);
+    if (L->bv) add_bias(v, L->bv, T, nv);
+    return 0;
+}
+
+/* Per-head RMS norm (qwen3's q_norm / k_norm) then RoPE, in place. */
+static void norm_rope_heads(const hparams *hp, float *x, int T, int nh, const float *norm, const batch *b, float *tmp)
+{
+    int dk = hp->n_embd_head_k;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            float *xh = x + ((size_t)t * nh + h) * dk;
+            if (norm) {
+                op_rms_norm(tmp, xh, norm, dk, hp->rms_eps);
+                memcpy(xh, tmp, sizeof(float) * (size_t)dk);
+            }
+            rope_apply(&hp->rope, b->rope + (size_t)t * hp->n_rot, xh);
+        }
+}
+
+int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
+{
+    const sl_model *m = s->m;
+    const hparams *hp = &m->hp;
+    const layer_w *L = &m->layers[il];
+    int T = b->T, H = hp->n_head, Hkv = hp->n_head_kv, dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
+    float *q = scr_get(s, SCR_Q, (size_t)T * H * dk * sizeof(float), err);
+    float *k = scr_get(s, SCR_K, (size_t)T * Hkv * dk * sizeof(float), err);
+    float *v = scr_get(s, SCR_V, (size_t)T * Hkv * dv * sizeof(float), err);
+    float *att = scr_get(s, SCR_ATT, (size_t)T * H * dv * sizeof(float), err);
+    float *tmp = scr_get(s, SCR_T2, (size_t)dk * sizeof(float), err);
+    if (!q || !k || !v || !att || !tmp) return -1;
+    if (qkv_proj(s, L, xn, T, q, k, v, err)) return -1;
+    norm_rope_heads(hp, q, T, H, L->q_norm, b, tmp);
+    norm_rope_heads(hp, k, T, Hkv, L->k_norm, b, tmp);
+
+    const kv_layer *kv = &s->kv[il];
+    for (int t = 0; t < T; t++) {
+        size_t p = (size_t)(b->pos0 + t);
+        kv_store(s, (char *)kv->k + p * kv->k_row * s->kv_elt, k + (size_t)t * Hkv * dk, Hkv * dk);
+        kv_store(s, (char *)kv->v + p * kv->v_row * s->kv_elt, v + (size_t)t * Hkv * dv, Hkv * dv);
+    }
+    gqa_job j = {.s = s, .kv = kv, .q = q, .att = att, .H = H, .Hkv = Hkv, .dk = dk, .dv = dv,
+                 .pos0 = b->pos0, .scale = hp->kq_scale};
+    run_tasks(s, T * H, gqa_task, &j);
+    return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
+}

@@ -1,0 +1,71 @@
+/* The expert cache: a fixed number of equal-size slots, each holding one
+ * whole routed expert, keyed by (layer, expert).  This module only decides
+ * *which* expert lives in which slot; the store owns the slot memory and the
+ * I/O, and trace replays use the same decisions without any I/O.
+ *
+ * Eviction is pluggable.  LRU is the baseline.  LFRU (the default) is a
+ * GreedyDual-style priority: on each use an expert's priority becomes
+ * clock + its decayed use count, and evicting a slot raises the clock to the
+ * victim's priority, so recently used experts and often used experts both
+ * survive (FIELD.md: at a 3% cache, LRU 5% vs LFRU 29% hits).  Use counts
+ * are kept per (layer, expert) even while the expert is not cached, in a
+ * small fixed record, so a re-admitted hot expert keeps its history.
+ * Slots pinned by the layer being computed are never evicted. */
+#ifndef SLUICE_CACHE_H
+#define SLUICE_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef enum { CACHE_LRU = 0, CACHE_LFRU = 1 } cache_policy;
+
+typedef struct expert_cache expert_cache;
+
+typedef struct {
+    uint64_t hits, misses, evictions;
+} cache_counters;
+
+/* half_life: tokens after which an unused expert's count halves (LFRU). */
+int cache_create(expert_cache **out, int n_slots, int n_layers, int n_expert, cache_policy policy,
+                 double half_life, sl_err *err);
+void cache_free(expert_cache *c);
+
+const char *cache_policy_name(cache_policy p);
+int cache_policy_parse(const char *name); /* -1 if unknown */
+
+int cache_slots(const expert_cache *c);
+
+/* Advances time by one token (decay unit). */
+void cache_next_token(expert_cache *c);
+
+/* Slot holding (layer, expert), or -1.  Does not count or touch. */
+int cache_find(const expert_cache *c, int layer, int expert);
+
+/* Records a use of a cached expert (a hit) and pins its slot. */
+void cache_hit(expert_cache *c, int slot);
+
+/* Finds a slot for (layer, expert), evicting the lowest-priority unpinned
+ * slot if none is free; records a miss and pins the slot.  Returns -1 if
+ * every slot is pinned.  *evicted_key gets the evicted key or -1. */
+int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key);
+
+/* Pin counts: a pinned slot is never chosen for eviction. */
+void cache_pin(expert_cache *c, int slot);
+void cache_unpin(expert_cache *c, int slot);
+bool cache_pinned(const expert_cache *c, int slot);
+
+/* Drops (layer, expert) from its slot (e.g. after a failed read). */
+void cache_drop(expert_cache *c, int slot);
+
+/* Adds PRIOR to the use count of (layer, expert): seeds the policy with
+ * heat learned in earlier runs. */
+void cache_seed(expert_cache *c, int layer, int expert, double prior);
+
+/* Marks a slot permanently resident (pinned tier). */
+void cache_set_permanent(expert_cache *c, int slot);
+
+cache_counters cache_get_counters(const expert_cache *c);
+
+#endif

@@ -1,0 +1,280 @@
+#include "experts/io.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- a two-class FIFO of requests not yet given to the device ---- */
+
+typedef struct {
+    io_req *q;
+    int cap, head, n;
+} fifo;
+
+static int fifo_push(fifo *f, const io_req *r)
+{
+    if (f->n == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 64;
+        io_req *q = malloc((size_t)cap * sizeof *q);
+        if (!q) return -1;
+        for (int i = 0; i < f->n; i++) q[i] = f->q[(f->head + i) % f->cap];
+        free(f->q);
+        f->q = q, f->cap = cap, f->head = 0;
+    }
+    f->q[(f->head + f->n) % f->cap] = *r;
+    f->n++;
+    return 0;
+}
+
+static bool fifo_pop(fifo *f, io_req *r)
+{
+    if (!f->n) return false;
+    *r = f->q[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->n--;
+    return true;
+}
+
+typedef struct {
+    fifo cls[2]; /* [prio] */
+} queue;
+
+static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
+static bool queue_pop(queue *q, io_req *r) { return fifo_pop(&q->cls[0], r) || fifo_pop(&q->cls[1], r); }
+static int queue_len(const queue *q) { return q->cls[0].n + q->cls[1].n; }
+static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
+
+/* ---- io_uring ---- */
+
+typedef struct {
+    io_backend base;
+    struct io_uring ring;
+    int depth, inflight;
+    queue waiting;
+} uring_io;
+
+static int uring_fill(uring_io *u, sl_err *err)
+{
+    io_req r;
+    int added = 0;
+    while (u->inflight < u->depth && queue_pop(&u->waiting, &r)) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+        if (!sqe) { /* cannot happen with ring entries >= depth; keep the request */
+            queue_push(&u->waiting, &r);
+            break;
+        }
+        io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
+        io_uring_sqe_set_data64(sqe, r.tag);
+        u->inflight++, added++;
+    }
+    if (added) {
+        int rc = io_uring_submit(&u->ring);
+        if (rc < 0) return sl_errf(err, "io_uring_submit failed: %s", strerror(-rc));
+    }
+    return 0;
+}
+
+static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
+{
+    uring_io *u = (uring_io *)b;
+    for (int i = 0; i < n; i++)
+        if (queue_push(&u->waiting, &reqs[i])) return sl_errf(err, "io: out of memory");
+    return uring_fill(u, err);
+}
+
+static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+{
+    uring_io *u = (uring_io *)b;
+    if (!u->inflight && uring_fill(u, err)) return -1;
+    if (!u->inflight) return sl_errf(err, "io: wait with no reads in flight");
+    struct io_uring_cqe *cqe;
+    int rc;
+    do rc = io_uring_wait_cqe(&u->ring, &cqe);
+    while (rc == -EINTR);
+    if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
+    *tag = io_uring_cqe_get_data64(cqe);
+    *res = cqe->res;
+    io_uring_cqe_seen(&u->ring, cqe);
+    u->inflight--;
+    return uring_fill(u, err);
+}
+
+static int uring_pending(const io_backend *b)
+{
+    const uring_io *u = (const uring_io *)b;
+    return u->inflight + queue_len(&u->waiting);
+}
+
+static void uring_destroy(io_backend *b)
+{
+    uring_io *u = (uring_io *)b;
+    /* drain so no read lands in memory the caller is about to free */
+    while (u->inflight) {
+        struct io_uring_cqe *cqe;
+        if (io_uring_wait_cqe(&u->ring, &cqe) < 0) break;
+        io_uring_cqe_seen(&u->ring, cqe);
+        u->inflight--;
+    }
+    io_uring_queue_exit(&u->ring);
+    queue_free(&u->waiting);
+    free(u);
+}
+
+static const io_ops URING_OPS = {uring_submit, uring_wait, uring_pending, uring_destroy};
+
+int io_uring_create(io_backend **out, int depth, sl_err *err)
+{
+    uring_io *u = calloc(1, sizeof *u);
+    if (!u) return sl_errf(err, "io: out of memory");
+    u->base.ops = &URING_OPS;
+    u->depth = depth < 1 ? 1 : depth;
+    int rc = io_uring_queue_init((unsigned)u->depth, &u->ring, 0);
+    if (rc < 0) {
+        free(u);
+        return sl_errf(err, "io_uring unavailable (%s); use --io pread", strerror(-rc));
+    }
+    *out = &u->base;
+    return 0;
+}
+
+/* ---- pread thread pool ---- */
+
+typedef struct {
+    uint64_t tag;
+    int64_t res;
+} completion;
+
+typedef struct {
+    io_backend base;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    queue waiting;
+    completion *comp;
+    int n_comp, cap_comp, busy, n_threads;
+    bool stop;
+    pthread_t *threads;
+} pread_io;
+
+static int64_t read_all(const io_req *r)
+{
+    uint32_t got = 0;
+    while (got < r->len) {
+        ssize_t n = pread(r->fd, (char *)r->dst + got, r->len - got, (off_t)(r->off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) break;
+        got += (uint32_t)n;
+    }
+    return got;
+}
+
+static void *pread_worker(void *arg)
+{
+    pread_io *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        io_req r;
+        while (!p->stop && !queue_pop(&p->waiting, &r)) pthread_cond_wait(&p->work, &p->mu);
+        if (p->stop) break;
+        p->busy++;
+        pthread_mutex_unlock(&p->mu);
+        int64_t res = read_all(&r);
+        pthread_mutex_lock(&p->mu);
+        p->busy--;
+        if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
+            int cap = p->cap_comp ? p->cap_comp * 2 : 64;
+            completion *c = realloc(p->comp, (size_t)cap * sizeof *c);
+            if (!c) res = -ENOMEM;
+            else p->comp = c, p->cap_comp = cap;
+        }
+        if (p->n_comp < p->cap_comp) p->comp[p->n_comp++] = (completion){r.tag, res};
+        pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int pread_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = queue_push(&p->waiting, &reqs[i]);
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    return rc ? sl_errf(err, "io: out of memory") : 0;
+}
+
+static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    while (!p->n_comp && (p->busy || queue_len(&p->waiting))) pthread_cond_wait(&p->done, &p->mu);
+    int rc = 0;
+    if (p->n_comp) {
+        completion c = p->comp[--p->n_comp];
+        *tag = c.tag, *res = c.res;
+    } else {
+        rc = sl_errf(err, "io: wait with no reads in flight");
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+static int pread_pending(const io_backend *b)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    int n = p->busy + queue_len(&p->waiting) + p->n_comp;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+static void pread_destroy(io_backend *b)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    while (p->busy) pthread_cond_wait(&p->done, &p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->done);
+    queue_free(&p->waiting);
+    free(p->comp);
+    free(p->threads);
+    free(p);
+}
+
+static const io_ops PREAD_OPS = {pread_submit, pread_wait, pread_pending, pread_destroy};
+
+int io_pread_create(io_backend **out, int threads, sl_err *err)
+{
+    pread_io *p = calloc(1, sizeof *p);
+    if (!p) return sl_errf(err, "io: out of memory");
+    p->base.ops = &PREAD_OPS;
+    p->n_threads = threads < 1 ? 1 : threads;
+    p->threads = calloc((size_t)p->n_threads, sizeof *p->threads);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (int i = 0; p->threads && i < p->n_threads; i++) {
+        if (pthread_create(&p->threads[i], NULL, pread_worker, p)) {
+            p->n_threads = i;
+            pread_destroy(&p->base);
+            return sl_errf(err, "io: cannot start reader threads");
+        }
+    }
+    if (!p->threads) {
+        free(p);
+        return sl_errf(err, "io: out of memory");
+    }
+    *out = &p->base;
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* Where each routed expert's bytes live: for every MoE layer, the *_exps
+ * tensors that make up one expert ("parts": gate, up, down, biases...), in
+ * the order the model's MoE code expects them in expert_view.parts.  Expert
+ * e's slice of a part is the contiguous range [off + e*stride, +bytes). */
+#ifndef SLUICE_LAYOUT_H
+#define SLUICE_LAYOUT_H
+
+#include <stdint.h>
+
+#include "experts/provider.h"
+#include "gguf/gguf.h"
+
+typedef struct {
+    uint32_t file;    /* gguf part (split file) index */
+    uint64_t off;     /* absolute file offset of expert 0's slice */
+    uint64_t stride;  /* bytes from one expert's slice to the next */
+    uint64_t bytes;   /* bytes of one expert's slice */
+} expert_part;
+
+typedef struct {
+    int n_parts;      /* 0 for dense layers */
+    expert_part parts[EXPERT_MAX_PARTS];
+    int8_t part_kind[EXPERT_MAX_PARTS]; /* index into EXPERT_PART_NAMES, -1 if added by hand */
+} expert_layer;
+
+typedef struct {
+    const gguf_file *g;
+    int n_layers, n_expert, n_used;
+    expert_layer *layer; /* [n_layers] */
+} expert_layout;
+
+int expert_layout_init(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
+                       sl_err *err);
+void expert_layout_free(expert_layout *L);
+
+/* Appends tensor T (whose outermost dimension is the expert index) as the
+ * next part of LAYER's experts. */
+int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err *err);
+
+/* The canonical part order every MoE layer uses for expert_view.parts. */
+extern const char *const EXPERT_PART_NAMES[EXPERT_MAX_PARTS];
+
+/* Builds the layout from the GGUF's blk.N.<part> tensors in canonical order
+ * (parts absent from a layer are skipped, so indices are per layer: the
+ * model reads expert_layer.part_kind to know which is which). */
+int expert_layout_from_gguf(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
+                            sl_err *err);
+
+/* Bytes of one whole expert of LAYER (0 for dense layers). */
+uint64_t expert_layout_bytes(const expert_layout *L, int layer);
+
+/* Number of layers that have routed experts. */
+int expert_layout_moe_layers(const expert_layout *L);
+
+#endif

@@ -1,0 +1,411 @@
+#include "experts/store.h"
+#include "experts/io.h"
+#include "experts/source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint32_t align_up(uint32_t x) { return (x + 4095u) & ~4095u; }
+
+enum { REQ_WAIT_SLOT, REQ_LOADING, REQ_READY, REQ_GIVEN, REQ_RELEASED };
+
+/* What a slot is doing: reads still outstanding, and which request of the
+ * current layer (if any) is waiting for it. */
+typedef struct {
+    int32_t chunks_left;
+    int32_t req;        /* index into the current layer's ids, or -1 */
+    int32_t layer, expert;
+    uint64_t expect, got; /* bytes the chunks should and did deliver */
+    int32_t failed;     /* -errno of the first failed chunk, or -EIO */
+    uint32_t fail_file;
+    uint64_t fail_off;
+} slot_state;
+
+/* A completion's tag names its slot, file and (aligned) offset, so a failed
+ * read is reported exactly where it happened. */
+static uint64_t make_tag(int slot, uint32_t file, uint64_t off)
+{
+    return (uint64_t)slot | (uint64_t)(file & 0xff) << 24 | (off / 4096) << 32;
+}
+static int tag_slot(uint64_t t) { return (int)(t & 0xffffff); }
+static uint32_t tag_file(uint64_t t) { return (uint32_t)(t >> 24) & 0xff; }
+static uint64_t tag_off(uint64_t t) { return (t >> 32) * 4096; }
+
+typedef struct {
+    int32_t slot;
+    uint8_t state;
+} req_state;
+
+typedef struct {
+    expert_provider base;
+    const expert_layout *L;
+    store_config cfg;
+    io_backend *io;
+    expert_source *src;     /* NULL in mmap mode */
+    int *map_fds;           /* mmap mode: per gguf part */
+    uint8_t **maps;         /* mmap mode: per part mapping */
+    read_plan plan;         /* scratch for one expert's reads */
+    sl_err check_err;       /* message of the last failed integrity check */
+    uint8_t *mem;
+    uint64_t mem_bytes, slot_bytes;
+    expert_cache *cache;
+    slot_state *slot;
+    uint8_t *used;          /* [n_layers * n_expert]: ever used */
+    /* the layer in progress */
+    int layer, last_layer, n;
+    int32_t *ids;
+    req_state *req;
+    int *ready, n_ready;    /* FIFO of request indices ready to hand out */
+    int ready_head;
+    int n_done;             /* requests handed out */
+    store_stats st;
+} store;
+
+const char *store_io_name(store_io io)
+{
+    static const char *const N[] = {"uring", "pread", "mmap"};
+    return N[io];
+}
+
+int store_io_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcasecmp(name, store_io_name((store_io)i))) return i;
+    return -1;
+}
+
+store_config store_config_default(uint64_t cache_bytes)
+{
+    return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_LFRU,
+                          .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20};
+}
+
+uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- views ---- */
+
+static void map_view(const store *s, int layer, int expert, expert_view *v)
+{
+    const expert_layer *el = &s->L->layer[layer];
+    v->id = expert;
+    for (int p = 0; p < el->n_parts; p++) {
+        const expert_part *pt = &el->parts[p];
+        v->parts[p] = s->maps[pt->file] + pt->off + (uint64_t)expert * pt->stride;
+    }
+}
+
+static uint8_t *slot_mem(const store *s, int slot) { return s->mem + (uint64_t)slot * s->slot_bytes; }
+
+/* ---- reads ---- */
+
+/* Queues the source's reads that fill SLOT with expert (l, e). */
+static int submit_expert(store *s, int slot, int layer, int expert, sl_err *err)
+{
+    slot_state *ss = &s->slot[slot];
+    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert};
+    read_plan *rp = &s->plan;
+    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, rp, err)) return -1;
+    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
+    ss->chunks_left = rp->n;
+    ss->expect = rp->expect;
+    s->st.bytes_needed += expert_layout_bytes(s->L, layer);
+    return s->io->ops->submit(s->io, rp->req, rp->n, err);
+}
+
+/* The error for a slot whose reads failed or came back short. */
+static int slot_failed(store *s, int slot, sl_err *err)
+{
+    slot_state *ss = &s->slot[slot];
+    const expert_source *src = s->src;
+    const char *path = src->ops->file_path(src, ss->fail_file);
+    uint64_t size = src->ops->file_size(src, ss->fail_file);
+    struct stat st;
+    if (fstat(src->ops->file_fd(src, ss->fail_file), &st) == 0 && (uint64_t)st.st_size != size)
+        return sl_errf(err, "%s: model file changed size after opening (%llu -> %lld bytes) while reading expert %d of layer %d at offset %llu",
+                       path, (unsigned long long)size, (long long)st.st_size, ss->expert, ss->layer,
+                       (unsigned long long)ss->fail_off);
+    return sl_errf(err, "%s: read of expert %d of layer %d at offset %llu failed: %s", path, ss->expert,
+                   ss->layer, (unsigned long long)ss->fail_off,
+                   ss->failed == -ENODATA   ? "short read (file truncated?)"
+                   : ss->failed == -EBADMSG ? s->check_err.msg
+                                            : strerror(-ss->failed));
+}
+
+static void mark_failed(slot_state *ss, int32_t code, uint32_t file, uint64_t off)
+{
+    if (ss->failed) return;
+    ss->failed = code;
+    ss->fail_file = file;
+    ss->fail_off = off;
+}
+
+/* Waits for one chunk; marks its slot ready when all chunks have landed. */
+static int reap_one(store *s, sl_err *err)
+{
+    uint64_t tag;
+    int64_t res;
+    double t0 = now_s();
+    int rc = s->io->ops->wait(s->io, &tag, &res, err);
+    s->st.io_wait_s += now_s() - t0;
+    if (rc) return -1;
+    int slot = tag_slot(tag);
+    slot_state *ss = &s->slot[slot];
+    s->st.reads++;
+    if (res > 0) s->st.bytes_read += (uint64_t)res, ss->got += (uint64_t)res;
+    if (s->cfg.fault && res >= 0) {
+        int f = s->cfg.fault(s->cfg.fault_ctx, tag_file(tag), tag_off(tag), (uint32_t)res);
+        if (f) res = f;
+    }
+    if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
+    if (--ss->chunks_left > 0) return 0;
+    if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
+    if (!ss->failed && s->src->ops->check &&
+        s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
+        mark_failed(ss, -EBADMSG, tag_file(tag), tag_off(tag));
+    if (ss->req >= 0) {
+        s->req[ss->req].state = REQ_READY;
+        s->ready[(s->ready_head + s->n_ready++) % s->n] = ss->req;
+    }
+    return 0;
+}
+
+/* ---- provider ops ---- */
+
+static void push_ready(store *s, int i)
+{
+    s->req[i].state = REQ_READY;
+    s->ready[(s->ready_head + s->n_ready++) % s->n] = i;
+}
+
+/* Gives waiting requests a slot while slots can be freed. */
+static int admit_waiting(store *s, sl_err *err)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (s->req[i].state != REQ_WAIT_SLOT) continue;
+        int64_t evicted;
+        int slot = cache_admit(s->cache, s->layer, s->ids[i], &evicted);
+        if (slot < 0) return 0;
+        if (evicted >= 0) s->st.evictions++;
+        s->st.misses++;
+        s->req[i] = (req_state){.slot = slot, .state = REQ_LOADING};
+        s->slot[slot].req = i;
+        if (submit_expert(s, slot, s->layer, s->ids[i], err)) return -1;
+    }
+    return 0;
+}
+
+static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
+{
+    store *s = (store *)p;
+    if (layer <= s->last_layer && s->cache) cache_next_token(s->cache);
+    s->last_layer = s->layer = layer;
+    s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
+    s->st.layers++;
+    for (int i = 0; i < n; i++) {
+        s->ids[i] = ids[i];
+        uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
+        s->st.distinct += !*u;
+        *u = 1;
+        s->st.bytes_requested += expert_layout_bytes(s->L, layer);
+        if (s->cfg.io == STORE_IO_MMAP) {
+            push_ready(s, i);
+            continue;
+        }
+        int slot = cache_find(s->cache, layer, ids[i]);
+        s->req[i] = (req_state){.slot = slot, .state = REQ_WAIT_SLOT};
+        if (slot < 0) continue;
+        cache_hit(s->cache, slot);
+        s->st.hits++;
+        s->slot[slot].req = i;
+        if (s->slot[slot].chunks_left == 0) push_ready(s, i);
+        else s->req[i].state = REQ_LOADING;
+    }
+    return s->cfg.io == STORE_IO_MMAP ? 0 : admit_waiting(s, err);
+}
+
+static int st_next(expert_provider *p, expert_view *v, sl_err *err)
+{
+    store *s = (store *)p;
+    if (s->n_done == s->n) return -1;
+    while (!s->n_ready) {
+        if (s->io->ops->pending(s->io) == 0) {
+            if (admit_waiting(s, err)) return -2;
+            if (s->io->ops->pending(s->io) == 0) {
+                sl_errf(err, "expert store: layer %d needs more experts at once than the %d cache slots hold",
+                        s->layer, cache_slots(s->cache));
+                return -2;
+            }
+            continue;
+        }
+        if (reap_one(s, err)) return -2;
+    }
+    int i = s->ready[s->ready_head];
+    s->ready_head = (s->ready_head + 1) % s->n;
+    s->n_ready--;
+    s->n_done++;
+    s->req[i].state = REQ_GIVEN;
+    if (s->cfg.io == STORE_IO_MMAP) {
+        map_view(s, s->layer, s->ids[i], v);
+        return i;
+    }
+    int slot = s->req[i].slot;
+    if (s->slot[slot].failed) {
+        slot_failed(s, slot, err);
+        s->slot[slot].req = -1;
+        cache_unpin(s->cache, slot);
+        cache_drop(s->cache, slot);
+        s->req[i].state = REQ_RELEASED;
+        return -2;
+    }
+    s->src->ops->view(s->src, s->layer, s->ids[i], slot_mem(s, slot), v);
+    return i;
+}
+
+static void st_release(expert_provider *p, int i)
+{
+    store *s = (store *)p;
+    if (i < 0 || i >= s->n || s->req[i].state != REQ_GIVEN) return;
+    s->req[i].state = REQ_RELEASED;
+    if (s->cfg.io == STORE_IO_MMAP) return;
+    s->slot[s->req[i].slot].req = -1;
+    cache_unpin(s->cache, s->req[i].slot);
+}
+
+/* Drains reads of this layer still in flight (after an error) so their
+ * slots are consistent before reuse. */
+static void st_end(expert_provider *p, int layer)
+{
+    store *s = (store *)p;
+    (void)layer;
+    if (s->cfg.io == STORE_IO_MMAP) return;
+    sl_err ignored;
+    while (s->io->ops->pending(s->io) > 0)
+        if (reap_one(s, &ignored)) break;
+    for (int i = 0; i < s->n; i++) {
+        req_state *r = &s->req[i];
+        if (r->state == REQ_WAIT_SLOT || r->state == REQ_RELEASED) continue;
+        s->slot[r->slot].req = -1;
+        cache_unpin(s->cache, r->slot);
+        if (s->slot[r->slot].failed) cache_drop(s->cache, r->slot);
+        r->state = REQ_RELEASED;
+    }
+    s->n = 0;
+}
+
+static void st_destroy(expert_provider *p)
+{
+    store *s = (store *)p;
+    if (s->io) s->io->ops->destroy(s->io);
+    if (s->src) s->src->ops->destroy(s->src);
+    for (uint32_t f = 0; s->map_fds && f < s->L->g->n_parts; f++)
+        if (s->map_fds[f] >= 0) close(s->map_fds[f]);
+    for (uint32_t f = 0; s->maps && f < s->L->g->n_parts; f++)
+        if (s->maps[f] && s->maps[f] != MAP_FAILED) munmap(s->maps[f], s->L->g->parts[f].size);
+    if (s->mem) munmap(s->mem, s->mem_bytes);
+    cache_free(s->cache);
+    free(s->map_fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
+    free(s);
+}
+
+static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_end, NULL, st_destroy};
+
+/* ---- creation ---- */
+
+static int map_files(store *s, sl_err *err)
+{
+    const gguf_file *g = s->L->g;
+    s->maps = calloc(g->n_parts, sizeof *s->maps);
+    s->map_fds = malloc(g->n_parts * sizeof *s->map_fds);
+    if (!s->maps || !s->map_fds) return sl_errf(err, "out of memory");
+    for (uint32_t f = 0; f < g->n_parts; f++) s->map_fds[f] = -1;
+    for (uint32_t f = 0; f < g->n_parts; f++) {
+        s->map_fds[f] = open(g->parts[f].path, O_RDONLY | O_CLOEXEC);
+        if (s->map_fds[f] < 0) return sl_errf(err, "%s: cannot open: %s", g->parts[f].path, strerror(errno));
+        s->maps[f] = mmap(NULL, g->parts[f].size, PROT_READ, MAP_SHARED, s->map_fds[f], 0);
+        if (s->maps[f] == MAP_FAILED) return sl_errf(err, "%s: mmap failed: %s", g->parts[f].path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Slot memory: one anonymous mapping, populated up front so the resident
+ * size is what the budget planned from the first token on. */
+static int alloc_slots(store *s, sl_err *err)
+{
+    s->slot_bytes = s->src->ops->slot_bytes(s->src);
+    int64_t n = s->slot_bytes ? (int64_t)(s->cfg.cache_bytes / s->slot_bytes) : 0;
+    if (n < 1)
+        return sl_errf(err, "expert cache of %llu bytes cannot hold one expert (%llu bytes); raise --mem",
+                       (unsigned long long)s->cfg.cache_bytes, (unsigned long long)s->slot_bytes);
+    if (n > (int64_t)s->L->n_layers * s->L->n_expert) n = (int64_t)s->L->n_layers * s->L->n_expert;
+    s->mem_bytes = (uint64_t)n * s->slot_bytes;
+    s->mem = mmap(NULL, s->mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (s->mem == MAP_FAILED) {
+        s->mem = NULL;
+        return sl_errf(err, "cannot allocate %llu bytes for the expert cache", (unsigned long long)s->mem_bytes);
+    }
+    s->st.slots = (int)n;
+    s->st.slot_bytes = s->slot_bytes;
+    s->slot = calloc((size_t)n, sizeof *s->slot);
+    if (!s->slot) return sl_errf(err, "out of memory");
+    for (int64_t i = 0; i < n; i++) s->slot[i].req = -1;
+    return cache_create(&s->cache, (int)n, s->L->n_layers, s->L->n_expert, s->cfg.policy, s->cfg.half_life, err);
+}
+
+static int make_io(store *s, sl_err *err)
+{
+    if (s->cfg.io == STORE_IO_URING) return io_uring_create(&s->io, s->cfg.queue_depth, err);
+    return io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
+}
+
+int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err)
+{
+    store *s = calloc(1, sizeof *s);
+    if (!s) return sl_errf(err, "out of memory");
+    s->base.ops = &STORE_OPS;
+    s->L = L;
+    s->cfg = *cfg;
+    s->cfg.chunk_bytes = align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
+    s->last_layer = L->n_layers;
+    size_t ne = (size_t)L->n_expert;
+    s->ids = calloc(ne, sizeof *s->ids);
+    s->req = calloc(ne, sizeof *s->req);
+    s->ready = calloc(ne, sizeof *s->ready);
+    s->used = calloc((size_t)L->n_layers * ne, 1);
+    int rc = (!s->ids || !s->req || !s->ready || !s->used) ? sl_errf(err, "out of memory") : 0;
+    if (!rc && cfg->io == STORE_IO_MMAP) rc = map_files(s, err);
+    if (!rc && cfg->io != STORE_IO_MMAP) rc = source_gguf_create(&s->src, L, err);
+    if (!rc && s->src) s->st.direct = s->src->direct;
+    if (!rc && cfg->io != STORE_IO_MMAP) rc = alloc_slots(s, err);
+    if (!rc && cfg->io != STORE_IO_MMAP) rc = make_io(s, err);
+    if (rc) {
+        st_destroy(&s->base);
+        return -1;
+    }
+    *out = &s->base;
+    return 0;
+}
+
+void expert_store_stats(const expert_provider *p, store_stats *out)
+{
+    const store *s = (const store *)p;
+    *out = s->st;
+    if (s->cache) {
+        cache_counters c = cache_get_counters(s->cache);
+        out->evictions = c.evictions;
+    }
+}

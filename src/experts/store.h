@@ -1,0 +1,62 @@
+/* The SSD expert store: an expert provider that keeps a fixed RAM cache of
+ * whole experts and reads misses straight from the GGUF (or split GGUF) with
+ * O_DIRECT, through io_uring or a pread pool, or leaves everything to the
+ * page cache (mmap mode, the baseline).
+ *
+ * Per layer, once the router has decided: hits are pinned, misses get slots
+ * (evicting by the cache policy, never a slot the layer still needs) and all
+ * their reads are submitted at once; next() hands out experts as they land.
+ * Reads go into 4 KiB-aligned ranges covering each expert slice and the
+ * views point inside them, so nothing is copied and unaligned slices work.
+ * Output is bit-identical to the in-RAM provider: only timing changes. */
+#ifndef SLUICE_STORE_H
+#define SLUICE_STORE_H
+
+#include <stdint.h>
+
+#include "experts/cache.h"
+#include "experts/layout.h"
+#include "experts/provider.h"
+
+typedef enum { STORE_IO_URING = 0, STORE_IO_PREAD = 1, STORE_IO_MMAP = 2 } store_io;
+
+typedef struct {
+    store_io io;
+    uint64_t cache_bytes;  /* RAM for expert slots (ignored for mmap) */
+    cache_policy policy;
+    double half_life;      /* LFRU half-life in forward passes */
+    int queue_depth;       /* reads in flight */
+    uint32_t chunk_bytes;  /* reads are split into chunks of at most this */
+    /* Test hook: may turn a completed read into an error (-errno). */
+    int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
+    void *fault_ctx;
+} store_config;
+
+typedef struct {
+    uint64_t bytes_read;       /* bytes read from disk for experts (incl. alignment) */
+    uint64_t bytes_needed;     /* bytes of the experts that missed */
+    uint64_t bytes_requested;  /* bytes of every expert asked for (hits + misses) */
+    uint64_t reads;            /* I/O requests completed */
+    uint64_t hits, misses, evictions;
+    uint64_t distinct;         /* distinct (layer, expert) pairs used so far */
+    uint64_t layers;           /* begin() calls */
+    double io_wait_s;          /* time next() blocked on I/O */
+    int slots;                 /* cache capacity in experts */
+    uint64_t slot_bytes;
+    int direct;                /* 1 if reads bypass the page cache (O_DIRECT) */
+} store_stats;
+
+const char *store_io_name(store_io io);
+int store_io_parse(const char *name); /* -1 if unknown */
+
+/* Sensible defaults: uring, LFRU, depth 32, 1 MiB chunks. */
+store_config store_config_default(uint64_t cache_bytes);
+
+/* Bytes one cache slot needs for the largest expert of the layout. */
+uint64_t store_slot_bytes(const expert_layout *L);
+
+int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err);
+/* Only valid on a provider made by expert_store_create. */
+void expert_store_stats(const expert_provider *p, store_stats *out);
+
+#endif

@@ -1,0 +1,30 @@
+/* Expert-routing traces: which experts each token chose at each layer.
+ * Read from the JSON schema of shared/traces (experts[t][l] = ids), used to
+ * replay cache and prefetch policies offline. */
+#ifndef SLUICE_TRACE_H
+#define SLUICE_TRACE_H
+
+#include <stdint.h>
+
+#include "experts/cache.h"
+#include "util/err.h"
+
+typedef struct {
+    int n_tokens, n_layers, n_expert, n_used;
+    int16_t *ids; /* [n_tokens][n_layers][n_used] */
+} route_trace;
+
+int trace_load(route_trace *t, const char *path, sl_err *err);
+void trace_free(route_trace *t);
+
+static inline const int16_t *trace_at(const route_trace *t, int token, int layer)
+{
+    return t->ids + ((int64_t)token * t->n_layers + layer) * t->n_used;
+}
+
+/* Replays tokens [first, n_tokens) through a fresh cache of N_SLOTS slots
+ * with POLICY; tokens before FIRST only warm the cache (and count nothing). */
+int trace_replay(const route_trace *t, int n_slots, cache_policy policy, double half_life, int first,
+                 cache_counters *out, sl_err *err);
+
+#endif
