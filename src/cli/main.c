@@ -14,6 +14,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
+    {"run", cmd_run, "generate text from a prompt"},
 };
 
 static void usage(FILE *f)
