@@ -15,6 +15,7 @@ static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
 };
 
 static void usage(FILE *f)
