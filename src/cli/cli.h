@@ -11,6 +11,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */

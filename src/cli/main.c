@@ -16,6 +16,7 @@ static const command COMMANDS[] = {
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
+    {"bench", cmd_bench, "measure prompt and generation speed (like llama-bench)"},
 };
 
 static void usage(FILE *f)
