@@ -274,7 +274,10 @@ static int run(run_args *a, cli_model *cm)
         goto out;
     }
     if (rc_ctx.failed) goto out;
-    if (!a->json && isatty(STDOUT_FILENO) && res.len && res.text[res.len - 1] != '\n') putchar('\n');
+    /* end the text's last line so the shell prompt or the --stats lines start on their own */
+    bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';
+    if (open_line && isatty(STDOUT_FILENO)) putchar('\n');
+    else if (open_line && a->stats) fputc('\n', stderr);
     if (a->json && print_json(a, pids, np, &res)) goto out;
     if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp);
     if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp)) goto out;
