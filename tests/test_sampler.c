@@ -144,7 +144,10 @@ static void test_stages(void)
     float *big = malloc(BIG * sizeof *big);
     fill_logits(big, BIG, 99);
     check_chain("sampler 50257-token vocab, defaults", big, BIG, params(0.8f, 40, 0.95f, 0.05f));
-    check_chain("sampler 50257-token vocab, top-p only", big, BIG, params(1.0f, 0, 0.3f, 0.0f));
+    check_chain("sampler 50257-token vocab, top-p only (past the first 256)", big, BIG, params(1.0f, 0, 0.3f, 0.0f));
+    check_chain("sampler 50257-token vocab, top-p only (within the first 256)", big, BIG, params(1.0f, 0, 0.01f, 0.0f));
+    for (int i = 0; i < BIG; i += 3) big[i] = 7.0f; /* thousands of equal logits at the top */
+    check_chain("sampler 50257-token vocab with ties, top-k 100", big, BIG, params(1.0f, 100, 1.0f, 0.0f));
     free(big);
 }
 

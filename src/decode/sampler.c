@@ -89,13 +89,16 @@ static void sift_down(sl_cand *h, size_t n, size_t i)
     }
 }
 
-/* Moves the best K candidates to the front, in order: O(n log k). */
+/* Moves the best K of the N candidates to the front, in order, in O(n log k);
+ * the others stay behind them (in no particular order). */
 static void select_best(sl_cand *c, size_t n, size_t k)
 {
     for (size_t i = k / 2; i-- > 0;) sift_down(c, k, i);
     for (size_t i = k; i < n; i++) {
         if (!better(&c[i], &c[0])) continue;
+        sl_cand t = c[0];
         c[0] = c[i];
+        c[i] = t;
         sift_down(c, k, 0);
     }
     qsort(c, k, sizeof *c, cmp_better);
@@ -136,20 +139,32 @@ static void softmax_float(sl_sampler *s)
     for (size_t i = 0; i < s->n; i++) s->cand[i].p /= sum;
 }
 
-/* Keeps the shortest best-first prefix whose probability mass reaches P. */
+/* Keeps the shortest best-first prefix whose probability mass reaches P.
+ * Unsorted input is sorted lazily: the best 256 first, the rest only if
+ * they are needed (as llama.cpp does); the order and sums are the same. */
 static void top_p(sl_sampler *s, float p)
 {
     if (p >= 1.0f) return;
     softmax_float(s);
-    sort_all(s);
+    size_t ready = s->n;
+    if (!s->sorted) {
+        ready = s->n < 256 ? s->n : 256;
+        select_best(s->cand, s->n, ready);
+    }
     float cum = 0.0f;
     for (size_t i = 0; i < s->n; i++) {
+        if (i == ready) {
+            qsort(s->cand + ready, s->n - ready, sizeof *s->cand, cmp_better);
+            ready = s->n;
+        }
         cum += s->cand[i].p;
         if (cum >= p && i + 1 >= (size_t)s->par.min_keep) {
             s->n = i + 1;
-            return;
+            break;
         }
     }
+    if (ready < s->n) qsort(s->cand + ready, s->n - ready, sizeof *s->cand, cmp_better);
+    s->sorted = true;
 }
 
 /* Keeps tokens with probability >= P times the best one's, i.e. logit >=
@@ -212,12 +227,33 @@ static size_t dist(sl_sampler *s, sl_rng *rng)
     return pick;
 }
 
+/* Top-k straight from the logits: only tokens that beat the current k-th
+ * best enter the heap.  (A later token never wins a tie: its id is higher.) */
+static void top_k_from_logits(sl_sampler *s, const float *logits, size_t k)
+{
+    sl_cand *c = s->cand;
+    for (size_t i = 0; i < k; i++) c[i] = (sl_cand){(int32_t)i, logits[i], 0.0f};
+    for (size_t i = k / 2; i-- > 0;) sift_down(c, k, i);
+    for (size_t i = k; i < (size_t)s->n_vocab; i++) {
+        if (!(logits[i] > c[0].logit)) continue;
+        c[0] = (sl_cand){(int32_t)i, logits[i], 0.0f};
+        sift_down(c, k, 0);
+    }
+    qsort(c, k, sizeof *c, cmp_better);
+    s->n = k;
+    s->sorted = true;
+}
+
 static void run_chain(sl_sampler *s, const float *logits)
 {
-    for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (sl_cand){i, logits[i], 0.0f};
-    s->n = (size_t)s->n_vocab;
-    s->sorted = false;
-    top_k(s, s->par.top_k);
+    if (s->par.top_k > 0 && s->par.top_k < s->n_vocab) {
+        top_k_from_logits(s, logits, (size_t)s->par.top_k);
+    } else {
+        for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (sl_cand){i, logits[i], 0.0f};
+        s->n = (size_t)s->n_vocab;
+        s->sorted = false;
+        top_k(s, s->par.top_k);
+    }
     top_p(s, s->par.top_p);
     min_p(s, s->par.min_p);
     temperature(s, s->par.temp);
