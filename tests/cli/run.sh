@@ -85,6 +85,21 @@ check "run without -m uses the bundled model" py '
 a = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))["results"][0]
 assert a["ids"] == g["generated_ids"][:8], a["ids"]' "$T/def.json" "$GOLD"
 
+printf '%s' "$p0" >"$T/prompt.txt"
+"$BIN" run -m "$MODEL" --json --temp 0 -n 8 -f "$T/prompt.txt" >"$T/file.json" 2>"$T/file.err"
+check "run -f FILE = -p TEXT" py '
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert a["prompt_ids"] == b["prompt_ids"] and a["ids"] == b["ids"][:8], "differ"' "$T/file.json" "$T/g0.json"
+
+# ---- --chat: the model has no template, so ChatML as llama.cpp writes it ----
+"$BIN" run -m "$MODEL" --json --temp 0 -n 4 --chat --system "Be brief." -p "Hi" >"$T/chat1.json" 2>"$T/chat1.err"
+# (the newline after $(...) restores the one command substitution strips)
+"$BIN" run -m "$MODEL" --json --temp 0 -n 4 -p "$(printf '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant')
+" >"$T/chat2.json" 2>"$T/chat2.err"
+check "run --chat renders ChatML (system, user, assistant prompt)" py '
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert a["prompt_ids"] == b["prompt_ids"], "%s != %s" % (a["prompt_ids"], b["prompt_ids"])' "$T/chat1.json" "$T/chat2.json"
+
 # ---- stop strings ----
 # The stop string is cut out, and so is everything after it; reference: llama.cpp's text.
 "$BIN" run -m "$MODEL" --json --temp 0 -n 64 -p "$p0" --stop "first time" >"$T/stop.json" 2>"$T/stop.err"
@@ -150,6 +165,7 @@ err_case "run prompt longer than -c is an error" "context" run -m "$MODEL" -c 8 
 long=$(printf 'the %.0s' $(seq 600))
 err_case "run default context of the bundled model is 512" "context size of 512" run -m "$MODEL" -p "$long"
 err_case "run without a prompt is an error" "prompt" run -m "$MODEL"
+err_case "run --system without --chat is an error" "--chat" run -m "$MODEL" -p hi --system x
 err_case "run bad --prompt-ids is an error" "prompt-ids" run -m "$MODEL" --prompt-ids 1,x,3
 err_case "run out-of-range --prompt-ids is an error" "prompt-ids" run -m "$MODEL" --prompt-ids 50257
 err_case "run non-GGUF model file is an error" "$GOLD" run -m "$GOLD" -p hi
