@@ -157,22 +157,26 @@ char *cli_read_file(const char *path, size_t *len)
         cli_fail("cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf; n += r) {
+    size_t cap = 0, n = 0, r;
+    char *buf = NULL;
+    const char *why = NULL;
+    do {
         if (n + 1 >= cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) break;
+            char *b = cap >= CLI_MAX_FILE ? NULL : realloc(buf, cap = cap ? 2 * cap : 4096);
+            if (!b) {
+                why = cap >= CLI_MAX_FILE ? "file too large (limit 64 MiB)" : "out of memory";
+                break;
+            }
             buf = b;
         }
         r = fread(buf + n, 1, cap - n - 1, f);
-        if (r == 0) break;
-    }
-    int bad = ferror(f) || !buf;
+        n += r;
+    } while (r > 0);
+    if (!why && ferror(f)) why = strerror(errno);
     fclose(f);
-    if (bad) {
+    if (why) {
         free(buf);
-        cli_fail("cannot read %s", path);
+        cli_fail("cannot read %s: %s", path, why);
         return NULL;
     }
     buf[n] = 0;

@@ -74,7 +74,9 @@ int cli_parse_float(const char *name, const char *s, float *out);
 json_t *cli_json_text(const char *s, size_t n);
 json_t *cli_json_ids(const int32_t *ids, size_t n);
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer; prints the error. */
+/* Reads a whole file (at most CLI_MAX_FILE bytes) into a NUL-terminated
+ * malloc'd buffer; prints the error and returns NULL on failure. */
+enum { CLI_MAX_FILE = 64 << 20 };
 char *cli_read_file(const char *path, size_t *len);
 
 /* The --stats lines: every labelled field of ST, then the seed. */

@@ -125,7 +125,6 @@ static int parse_args(int argc, char **argv, run_args *a)
 
 typedef struct {
     const run_args *a;
-    int32_t n_vocab;
     int failed;
 } run_ctx;
 
@@ -265,7 +264,7 @@ static int run(run_args *a, cli_model *cm)
         cli_fail("%s", err.msg);
         goto out;
     }
-    run_ctx rc_ctx = {a, model_n_vocab(cm->model), 0};
+    run_ctx rc_ctx = {a, 0};
     gen_opts go = {(int32_t)a->n_predict, a->ignore_eos, a->stops, a->n_stops};
     gen_callbacks cb = {&rc_ctx, on_prompt_logits, NULL, a->json ? NULL : on_text};
     if (a->echo && !a->json && ptext) fputs(ptext, stdout); /* what the model sees, template included */
