@@ -310,7 +310,7 @@ typedef struct {
     float *d;       /* [t][nb] */
     int16_t *bs;    /* [t][nb][16] bsums */
     int16_t *bs8;   /* [t][nb][8] sums of 32 */
-    int8_t *qsr;    /* [t][nb][256] quants, sub-blocks in order 0,2,1,3,4,6,5,7 */
+    int8_t *qsr;    /* [t][nb][256] quants reordered for the weight layout (see actk_make) */
     void *mem;
 } actk;
 
@@ -323,6 +323,9 @@ static int actk_make(actk *p, const sl_act *x, int64_t t0, int nt, int64_t nb, i
     p->d = (float *)((char *)p->mem + (reorder ? cnt * 256 : 0));
     p->bs = (int16_t *)(p->d + cnt);
     p->bs8 = p->bs + cnt * 16;
+    /* REORDER 1 (Q4_K/Q5_K): 32-element sub-blocks in order 0,2,1,3,4,6,5,7.
+     * REORDER 2 (IQ4_XS): 16-element halves: first halves of subs 0-3, second
+     * halves of subs 0-3, then the same for subs 4-7. */
     static const int ord[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     for (int t = 0; t < nt; t++)
         for (int64_t b = 0; b < nb; b++) {
@@ -331,8 +334,11 @@ static int actk_make(actk *p, const sl_act *x, int64_t t0, int nt, int64_t nb, i
             p->d[i] = k->d;
             memcpy(p->bs + i * 16, k->bsums, 32);
             for (int j = 0; j < 8; j++) p->bs8[i * 8 + j] = (int16_t)(k->bsums[2 * j] + k->bsums[2 * j + 1]);
-            if (reorder)
+            if (reorder == 1)
                 for (int j = 0; j < 8; j++) memcpy(p->qsr + i * 256 + 32 * j, k->qs + 32 * ord[j], 32);
+            if (reorder == 2)
+                for (int h = 0; h < 16; h++) /* h = 4 * (half + 2 * (sub / 4)) + sub % 4 */
+                    memcpy(p->qsr + i * 256 + 16 * h, k->qs + 32 * (4 * (h / 8) + h % 4) + 16 * ((h / 4) % 2), 16);
         }
     return 0;
 }
@@ -504,12 +510,188 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
     }
 }
 
+
+/* 16-element-group types: scale vectors for the 4 maddubs outputs of a
+ * superblock (vector k covers groups 4k..4k+3, 8 int16 lanes each). */
+static inline void g16_scv(__m512i sc16, __m512i *scv)
+{
+    static const int16_t base[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    __m512i bi = _mm512_loadu_si512(base);
+    for (int k = 0; k < 4; k++)
+        scv[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(4 * k))), sc16);
+}
+
+/* 2-bit quants of 64 bytes (ggml Q2_K/Q3_K layout) to 4 vectors of 64
+ * elements in natural order: chunk n, shifts 2j for the two 32-element halves. */
+static inline void q2_planes(const uint8_t *qs, __m512i *v)
+{
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int n = 0; n < 2; n++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+        __m512i qq = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+        v[2 * n] = _mm512_and_si512(_mm512_srlv_epi16(qq, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1)), m3);
+        v[2 * n + 1] = _mm512_and_si512(_mm512_srlv_epi16(qq, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1)), m3);
+    }
+}
+
+static inline __m512i dot4(const __m512i *v, const __m512i *scv, const int8_t *a)
+{
+    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(a)), scv[0]);
+    for (int k = 1; k < 4; k++) acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k)), scv[k]);
+    return acc;
+}
+
+static inline void q2k_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+{
+    __m128i sc = _mm_loadu_si128((const __m128i *)blk);
+    __m512i scv[4], v[4];
+    g16_scv(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f)))), scv);
+    q2_planes(blk + 16, v);
+    for (int t = 0; t < nt; t++) s[16 * t] = dot4(v, scv, act[t]);
+}
+
+/* Q2_K mins of 16 rows: M = sum_g (scales[g] >> 4) * bsums[g], lanes = rows. */
+static inline __m512i q2k_mins(const rowset *rs, size_t boff, const int16_t *bs)
+{
+    const __m512i lo = _mm512_set1_epi32(0x00ff00ff), m4 = _mm512_set1_epi32(0x0f0f0f0f);
+    __m512i m = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++) {
+        __m512i u = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 4 * (size_t)q), 1);
+        u = _mm512_and_si512(_mm512_srli_epi32(u, 4), m4); /* mins of groups 4q..4q+3 as bytes */
+        int32_t p0 = (int32_t)((uint16_t)bs[4 * q] | (uint32_t)(uint16_t)bs[4 * q + 2] << 16);
+        int32_t p1 = (int32_t)((uint16_t)bs[4 * q + 1] | (uint32_t)(uint16_t)bs[4 * q + 3] << 16);
+        m = _mm512_dpwssd_epi32(m, _mm512_and_si512(u, lo), _mm512_set1_epi32(p0));
+        m = _mm512_dpwssd_epi32(m, _mm512_and_si512(_mm512_srli_epi32(u, 8), lo), _mm512_set1_epi32(p1));
+    }
+    return m;
+}
+
+/* Q3_K: v = 2-bit + 4*hbit in 0..7, S = sum sc (v - 4) a = raw - 4 sum sc bsum. */
+static inline void q3k_row(const uint8_t *blk, int nt, const int8_t *const *act, const int16_t *const *bs, __m512i *s)
+{
+    __m128i x = _mm_loadl_epi64((const __m128i *)(blk + 96));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    uint32_t y;
+    memcpy(&y, blk + 104, 4);
+    __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)y), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4))), _mm256_set1_epi16(32));
+    __m512i scv[4], v[4];
+    g16_scv(_mm512_castsi256_si512(sc16), scv);
+    q2_planes(blk + 32, v);
+    __m256i h = _mm256_loadu_si256((const __m256i *)blk);
+    __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    for (int k = 0; k < 4; k++) { /* vector k: hmask bits 2k (low half), 2k+1 (high half) */
+        __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
+        v[k] = _mm512_mask_add_epi8(v[k], _mm512_test_epi8_mask(hh, bitsel), v[k], _mm512_set1_epi8(4));
+    }
+    __m256i sc4 = _mm256_slli_epi16(sc16, 2);
+    for (int t = 0; t < nt; t++) {
+        __m256i corr = _mm256_madd_epi16(sc4, _mm256_loadu_si256((const __m256i *)bs[t]));
+        s[16 * t] = _mm512_sub_epi32(dot4(v, scv, act[t]), _mm512_zextsi256_si512(corr));
+    }
+}
+
+/* IQ4_XS: |kv| times sign-adjusted activations (maddubs cannot take 8-bit
+ * signed weights), scales ls - 32 per 32-element sub-block. */
+static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, blk + 2, 2);
+    memcpy(&sl, blk + 4, 4);
+    uint64_t ls = _pdep_u64(sl, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(sh, 0x3030303030303030ull);
+    __m512i bc = _mm512_set1_epi64((long long)ls);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)KV_IQ4NL));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c32 = _mm512_set1_epi16(32);
+    __m512i scv[2], kv[4];
+    for (int h = 0; h < 2; h++) { /* 128-lane k of half h: sub 4h + k */
+        __m512i idx = _mm512_set_epi16(0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
+                                       0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
+                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
+                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
+                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
+                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
+                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h),
+                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h));
+        scv[h] = _mm512_sub_epi16(_mm512_shuffle_epi8(bc, idx), c32);
+        __m512i q = _mm512_loadu_si512(blk + 8 + 64 * h);
+        kv[2 * h] = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+        kv[2 * h + 1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    }
+    __mmask64 neg[4];
+    for (int k = 0; k < 4; k++) neg[k] = _mm512_movepi8_mask(kv[k]), kv[k] = _mm512_abs_epi8(kv[k]);
+    for (int t = 0; t < nt; t++) {
+        __m512i acc = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            __m512i a = _mm512_loadu_si512(act[t] + 64 * k);
+            a = _mm512_mask_sub_epi8(a, neg[k], _mm512_setzero_si512(), a);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(kv[k], a), scv[k / 2]);
+        }
+        s[16 * t] = acc;
+    }
+}
+
+static inline __attribute__((always_inline)) void
+g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,
+          __m512i *s, __m512 *acc)
+{
+    size_t bsz = ggml_type_get(type)->type_size;
+    rowset rs = rowset_make(rows);
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_next(rows, b, bsz);
+        const int8_t *act[TT];
+        const int16_t *bs[TT];
+        for (int t = 0; t < nt; t++) {
+            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
+            act[t] = type == GGML_TYPE_IQ4_XS ? ap->qsr + ti * 256 : actk_qs(x, ap, 0, t0, t, nb, b);
+            bs[t] = ap->bs + ti * 16;
+        }
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *blk = rows[i] + (size_t)b * bsz;
+            switch (type) {
+            case GGML_TYPE_Q2_K: q2k_row(blk, nt, act, s + i); break;
+            case GGML_TYPE_Q3_K: q3k_row(blk, nt, act, bs, s + i); break;
+            case GGML_TYPE_IQ4_XS: iq4xs_row(blk, nt, act, s + i); break;
+            default: q6k_row(blk, x, ap, t0, nt, nb, b, s + i, 16); break;
+            }
+        }
+        __m512 dw = type == GGML_TYPE_IQ4_XS ? load_h16(&rs, (size_t)b * bsz)
+                    : load_h16_end(&rs, (size_t)b * bsz + (type == GGML_TYPE_Q2_K ? 80 : bsz - 2));
+        for (int t = 0; t < nt; t++) {
+            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
+            __m512 da = _mm512_set1_ps(ap->d[ti]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(red16(s + 16 * t)), acc[t]);
+            if (type == GGML_TYPE_Q2_K) {
+                __m512 dmin = load_h16_end(&rs, (size_t)b * bsz + 82);
+                __m512i M = q2k_mins(&rs, (size_t)b * bsz, bs[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(M), acc[t]);
+            }
+        }
+    }
+}
+
+#define G16_KERNEL(NAME, TYPE)                                                                                      \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,   \
+                     __m512i *s, __m512 *acc)                                                                       \
+    {                                                                                                               \
+        if (nt == 1)                                                                                                \
+            g16_group(TYPE, 1, rows, x, ap, t0, nb, s, acc);                                                        \
+        else                                                                                                        \
+            g16_group(TYPE, nt, rows, x, ap, t0, nb, s, acc);                                                       \
+    }
+G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
+G16_KERNEL(k_q3k, GGML_TYPE_Q3_K)
+G16_KERNEL(k_q6k, GGML_TYPE_Q6_K)
+G16_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
+
 static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     uint32_t type = w->type;
-    int reorder = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
-    size_t bsz = type == GGML_TYPE_Q4_K ? 144 : type == GGML_TYPE_Q5_K ? 176 : 210;
-    size_t doff = type == GGML_TYPE_Q6_K ? 208 : 0;
+    int k4 = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+    int reorder = k4 ? 1 : type == GGML_TYPE_IQ4_XS ? 2 : 0;
     int64_t nb = w->ne0 / 256;
     __m512i *s = aligned_alloc(64, sizeof(__m512i) * 16 * TT);
     if (!s) return 0;
@@ -524,23 +706,14 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
             const uint8_t *rows[16];
             int nv = group_rows(w, r, r1, rows);
             __m512 acc[TT];
-            rowset rs = rowset_make(rows);
-            if (reorder) {
+            if (k4) {
                 static void (*const fns[2][TT])(const uint8_t *const *, const actk *, int64_t, __m512i *, __m512 *) = {
                     {k_q4k_1, k_q4k_2, k_q4k_3, k_q4k_4}, {k_q5k_1, k_q5k_2, k_q5k_3, k_q5k_4}};
                 fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &ap, nb, s, acc);
             } else {
-                for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    prefetch_next(rows, b, bsz);
-                    for (int i = 0; i < 16; i++) q6k_row(rows[i] + (size_t)b * bsz, x, &ap, t0, nt, nb, b, s + i, 16);
-                    __m512 dw = load_h16_end(&rs, (size_t)b * bsz + doff);
-                    for (int t = 0; t < nt; t++) {
-                        float da = ap.d[(size_t)t * (size_t)nb + (size_t)b];
-                        __m512i S = red16(s + 16 * t);
-                        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(da), dw), _mm512_cvtepi32_ps(S), acc[t]);
-                    }
-                }
+                void (*fn)(int, const uint8_t *const *, const sl_act *, const actk *, int64_t, int64_t, __m512i *, __m512 *) =
+                    type == GGML_TYPE_Q2_K ? k_q2k : type == GGML_TYPE_Q3_K ? k_q3k : type == GGML_TYPE_Q6_K ? k_q6k : k_iq4xs;
+                fn(nt, rows, x, &ap, t0, nb, s, acc);
             }
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
@@ -640,7 +813,8 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4:
         return rows_q32(w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ4_XS:
         return rows_k(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
         return rows_float(w, x, y, y_stride, r0, r1);
