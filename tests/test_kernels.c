@@ -579,6 +579,14 @@ static void test_bit_identity(void)
                         (long long)per);
             }
         }
+        for (int isa = SL_ISA_SCALAR; isa <= (int)max; isa++) { /* activation conversion per ISA path */
+            sl_pool *pi = pool_create(1);
+            pool_set_isa(pi, (sl_isa)isa);
+            act_prepare(&a1, t, x, n, T, (size_t)n, pi, &err);
+            T_CHECK(memcmp(a1.data, a.data, a.row_bytes * (size_t)T) == 0, "act_prepare on %s differs",
+                    kernels_isa_name((sl_isa)isa));
+            pool_destroy(pi);
+        }
         sl_pool *pools[2] = {p2, p3};
         for (int pi = 0; pi < 2; pi++) {
             memset(y, 0xff, ysz);

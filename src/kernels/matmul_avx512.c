@@ -126,7 +126,7 @@ typedef struct {
 
 static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb, int off)
 {
-    size_t cnt = (size_t)nt * (size_t)nb;
+    size_t cnt = (size_t)nt * (size_t)nb + 1;
     p->da = malloc(cnt * (2 * sizeof(float) + sizeof(int32_t)));
     if (!p->da) return -1;
     p->sa = p->da + cnt;
@@ -286,21 +286,23 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     default: fn = k_mxfp4; break;
     }
     int64_t nb = w->ne0 / 32;
-    for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-        int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-        act32 ap;
-        if (act32_make(&ap, x, t0, nt, nb, w32_off(w->type))) return 0;
-        sl_act xt = *x;
-        xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
-        for (int64_t r = r0; r < r1; r += 16) {
-            const uint8_t *rows[16];
-            int nv = group_rows(w, r, r1, rows);
+    act32 ap; /* all tokens at once: row groups outside, token tiles inside, so a group's weights stay in cache */
+    if (act32_make(&ap, x, 0, (int)x->rows, nb, w32_off(w->type))) return 0;
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        int nv = group_rows(w, r, r1, rows);
+        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
+            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+            size_t o = (size_t)t0 * (size_t)nb;
+            act32 at = {ap.da + o, ap.corr + o, ap.sa + o};
+            sl_act xt = *x;
+            xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            fn(rows, &xt, &ap, nt, nb, acc);
+            fn(rows, &xt, &at, nt, nb, acc);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
-        free(ap.da);
     }
+    free(ap.da);
     return 1;
 }
 
@@ -694,31 +696,32 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
     int reorder = k4 ? 1 : type == GGML_TYPE_IQ4_XS ? 2 : 0;
     int64_t nb = w->ne0 / 256;
     __m512i *s = aligned_alloc(64, sizeof(__m512i) * 16 * TT);
-    if (!s) return 0;
-    for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-        int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-        actk ap;
-        if (actk_make(&ap, x, t0, nt, nb, reorder)) {
-            free(s);
-            return 0;
-        }
-        for (int64_t r = r0; r < r1; r += 16) {
-            const uint8_t *rows[16];
-            int nv = group_rows(w, r, r1, rows);
+    actk ap;
+    if (!s || actk_make(&ap, x, 0, (int)x->rows, nb, reorder)) {
+        free(s);
+        return 0;
+    }
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        int nv = group_rows(w, r, r1, rows);
+        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
+            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+            size_t o = (size_t)t0 * (size_t)nb;
+            actk at = {ap.d + o, ap.bs + o * 16, ap.bs8 + o * 8, reorder ? ap.qsr + o * 256 : NULL, NULL};
             __m512 acc[TT];
             if (k4) {
                 static void (*const fns[2][TT])(const uint8_t *const *, const actk *, int64_t, __m512i *, __m512 *) = {
                     {k_q4k_1, k_q4k_2, k_q4k_3, k_q4k_4}, {k_q5k_1, k_q5k_2, k_q5k_3, k_q5k_4}};
-                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &ap, nb, s, acc);
+                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &at, nb, s, acc);
             } else {
                 void (*fn)(int, const uint8_t *const *, const sl_act *, const actk *, int64_t, int64_t, __m512i *, __m512 *) =
                     type == GGML_TYPE_Q2_K ? k_q2k : type == GGML_TYPE_Q3_K ? k_q3k : type == GGML_TYPE_Q6_K ? k_q6k : k_iq4xs;
-                fn(nt, rows, x, &ap, t0, nb, s, acc);
+                fn(nt, rows, x, &at, t0, nb, s, acc);
             }
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
-        free(ap.mem);
     }
+    free(ap.mem);
     free(s);
     return 1;
 }
