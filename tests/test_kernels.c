@@ -604,6 +604,39 @@ static void test_bit_identity(void)
     pool_destroy(p3);
 }
 
+static void test_matmul_many(void)
+{
+    t_begin("matmul_many: a batch of experts equals separate matmul calls, any thread count");
+    enum { NJ = 7 };
+    static const uint32_t types[NJ] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K, GGML_TYPE_F16,
+                                       GGML_TYPE_Q4_0, GGML_TYPE_IQ4_XS, GGML_TYPE_BF16};
+    tmat tm[NJ];
+    sl_act a[NJ] = {{0}};
+    sl_matmul_job jobs[NJ];
+    float *y[NJ], *ref[NJ], x[512 * 3];
+    sl_err err;
+    rand_acts(x, 512 * 3, 1);
+    for (int j = 0; j < NJ; j++) {
+        int64_t rows = 16 + 37 * j;
+        tmat_make(&tm[j], types[j], 512, rows, 0);
+        act_prepare(&a[j], types[j], x, 512, 1 + j % 3, 512, NULL, &err);
+        y[j] = calloc((size_t)(rows * 3), sizeof(float));
+        ref[j] = calloc((size_t)(rows * 3), sizeof(float));
+        matmul(&tm[j].m, &a[j], ref[j], (size_t)rows, NULL);
+        jobs[j] = (sl_matmul_job){&tm[j].m, &a[j], y[j], (size_t)rows};
+    }
+    for (int th = 1; th <= 3; th++) {
+        sl_pool *p = pool_create(th);
+        for (int j = 0; j < NJ; j++) memset(y[j], 0xff, sizeof(float) * (size_t)(tm[j].rows * 3));
+        matmul_many(jobs, NJ, p);
+        for (int j = 0; j < NJ; j++)
+            T_CHECK(memcmp(y[j], ref[j], sizeof(float) * (size_t)(tm[j].rows * a[j].rows)) == 0, "job %d, %d threads", j, th);
+        pool_destroy(p);
+    }
+    for (int j = 0; j < NJ; j++) free(y[j]), free(ref[j]), free(tm[j].data), act_free(&a[j]);
+    t_end();
+}
+
 /* ---- element-wise ops ---- */
 
 static void test_ops(void)
@@ -699,6 +732,7 @@ int main(void)
     test_get_row();
     test_dot_vs_reference();
     test_bit_identity();
+    test_matmul_many();
     test_ops();
     test_pool();
     return t_done();
