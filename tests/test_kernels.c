@@ -546,7 +546,7 @@ static void test_bit_identity(void)
         char name[128];
         snprintf(name, sizeof name, "bit identity %s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t));
         t_begin(name);
-        const int64_t n = 768, rows = 83, T = 64;
+        const int64_t n = k < NQ ? 768 : 779 /* float rows need not be multiples of 16 */, rows = 83, T = 64;
         tmat tm;
         tmat_make(&tm, t, n, rows, 0);
         float *x = malloc(sizeof(float) * (size_t)(n * T));
