@@ -406,11 +406,11 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
         rows += jobs[i].w->ne1;
     }
     /* chunks of whole 16-row groups, about 4 per thread over the whole batch */
-    int64_t chunk = nt <= 1 ? INT64_MAX : (rows / ((int64_t)nt * 4) + 15) & ~(int64_t)15;
+    int64_t chunk = (rows / ((int64_t)nt * 4) + 15) & ~(int64_t)15;
     if (chunk < 16) chunk = 16;
     int64_t n_tasks = 0;
     for (int i = 0; i < n_jobs; i++) n_tasks += (jobs[i].w->ne1 + chunk - 1) / chunk;
-    many_task *tasks = nt > 1 && work >= 65536.0 ? malloc(sizeof *tasks * (size_t)n_tasks) : NULL;
+    many_task *tasks = nt > 1 && work >= 65536.0 && n_tasks < INT32_MAX ? malloc(sizeof *tasks * (size_t)n_tasks) : NULL;
     if (!tasks) { /* one thread, tiny batch, or no memory: same results serially */
         for (int i = 0; i < n_jobs; i++)
             matmul_rows(jobs[i].w, jobs[i].x, jobs[i].y, jobs[i].y_stride, 0, jobs[i].w->ne1, isa);

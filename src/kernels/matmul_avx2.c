@@ -2,8 +2,7 @@
  * as matmul.c (so the same bits): exact integer block sums formed with
  * maddubs/madd, folded over 8 rows by exact hadd transposes, then one fmadd
  * per block for each of 16 rows (two 8-lane vectors).  Float weights use the
- * 16 canonical lanes as two 8-lane accumulators.  Types without a kernel
- * here fall back to the scalar path. */
+ * 16 canonical lanes as two 8-lane accumulators. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -228,10 +227,173 @@ Q32_KERNEL(k_q5_1, GGML_TYPE_Q5_1)
 Q32_KERNEL(k_iq4_nl, GGML_TYPE_IQ4_NL)
 Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
 
-static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+
+/* ---- K-quants and IQ4_XS with Q8_K activations ---- */
+
+static inline int hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* int16 scale vector: 8 lanes of s0 (first 16 elements of a 32), 8 of s1. */
+static inline __m256i sc2(int s0, int s1)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+}
+
+/* maddubs(u8 w, s8 a) times int16 scales, accumulated into 8 int32 lanes. */
+static inline __m256i mac(__m256i acc, __m256i w, const int8_t *a, __m256i sc)
+{
+    __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)a));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+}
+
+/* One superblock of one row: S partials (8 lanes); *M gets the mins term. */
+static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a, int *M)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    *M = 0;
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        int five = type == GGML_TYPE_Q5_K;
+        const uint8_t *qs = blk + (five ? 48 : 16);
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            int sc0, m0, sc1, m1;
+            kq_scale_min_k4(2 * c, blk + 4, &sc0, &m0);
+            kq_scale_min_k4(2 * c + 1, blk + 4, &sc1, &m1);
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), _mm256_set1_epi8(0x10)));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), _mm256_set1_epi8(0x10)));
+            }
+            acc = mac(acc, lo, a->qs + 64 * c, _mm256_set1_epi16((short)sc0));
+            acc = mac(acc, hi, a->qs + 64 * c + 32, _mm256_set1_epi16((short)sc1));
+            *M += m0 * (a->bsums[4 * c] + a->bsums[4 * c + 1]) + m1 * (a->bsums[4 * c + 2] + a->bsums[4 * c + 3]);
+        }
+        return acc;
+    }
+    case GGML_TYPE_Q6_K: {
+        const blk_q6_K *q = (const blk_q6_K *)blk;
+        int corr = 0;
+        for (int g = 0; g < 16; g++) corr += q->scales[g] * a->bsums[g];
+        for (int c = 0; c < 2; c++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
+            __m256i v[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4))};
+            for (int k = 0; k < 4; k++)
+                acc = mac(acc, v[k], a->qs + 128 * c + 32 * k, sc2(q->scales[8 * c + 2 * k], q->scales[8 * c + 2 * k + 1]));
+        }
+        return _mm256_sub_epi32(acc, _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+    }
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K: {
+        int three = type == GGML_TYPE_Q3_K;
+        const uint8_t *qs = blk + (three ? 32 : 16);
+        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+        int sc[16], corr = 0;
+        for (int g = 0; g < 16; g++) {
+            sc[g] = three ? kq_q3k_scale(blk + 96, g) : blk[g] & 0xf;
+            if (three) corr += sc[g] * a->bsums[g];
+            else *M += (blk[g] >> 4) * a->bsums[g];
+        }
+        for (int n = 0; n < 2; n++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                if (three) {
+                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+                    v = _mm256_add_epi8(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
+                }
+                int g = 8 * n + 2 * j;
+                acc = mac(acc, v, a->qs + 16 * g, sc2(sc[g], sc[g + 1]));
+            }
+        }
+        return _mm256_sub_epi32(acc, _mm256_setr_epi32(4 * corr, 0, 0, 0, 0, 0, 0, 0));
+    }
+    default: { /* IQ4_XS */
+        const blk_iq4_xs *q = (const blk_iq4_xs *)blk;
+        __m128i t = _mm_loadu_si128((const __m128i *)KV_IQ4NL);
+        __m256i tab = _mm256_set_m128i(t, t);
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i kv = _mm256_shuffle_epi8(tab, nib32(q->qs + 16 * ib));
+            __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * ib));
+            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16((short)kq_iq4xs_scale(q, ib))));
+        }
+        return acc;
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+k_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
+{
+    size_t bsz = ggml_type_get(type)->type_size;
+    size_t doff = type == GGML_TYPE_Q2_K ? 80 : type == GGML_TYPE_Q3_K ? 108 : type == GGML_TYPE_Q6_K ? 208 : 0;
+    int mins = type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+    size_t moff = type == GGML_TYPE_Q2_K ? 82 : 2;
+    const blk_q8_K *arow = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes);
+    acc[0] = acc[1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const blk_q8_K *a = &arow[b];
+        int M[16];
+        uint16_t hd[16], hm[16];
+        for (int half = 0; half < 2; half++) {
+            __m256i p[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *blk = rows[8 * half + i] + (size_t)b * bsz;
+                p[i] = krow(type, blk, a, &M[8 * half + i]);
+                memcpy(&hd[8 * half + i], blk + doff, 2);
+                memcpy(&hm[8 * half + i], blk + moff, 2);
+            }
+            __m256 da = _mm256_set1_ps(a->d);
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hd + 8 * half)));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(red8(p)), acc[half]);
+            if (mins) {
+                __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hm + 8 * half)));
+                __m256 Mv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(M + 8 * half)));
+                acc[half] = _mm256_fnmadd_ps(_mm256_mul_ps(da, dm), Mv, acc[half]);
+            }
+        }
+    }
+}
+
+#define K_KERNEL(NAME, TYPE)                                                                          \
+    static void NAME(const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc) \
+    {                                                                                                 \
+        k_group(TYPE, rows, x, t, nb, acc);                                                           \
+    }
+K_KERNEL(k_q2k, GGML_TYPE_Q2_K)
+K_KERNEL(k_q3k, GGML_TYPE_Q3_K)
+K_KERNEL(k_q4k, GGML_TYPE_Q4_K)
+K_KERNEL(k_q5k, GGML_TYPE_Q5_K)
+K_KERNEL(k_q6k, GGML_TYPE_Q6_K)
+K_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
+
+static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     void (*fn)(const uint8_t *const *, const sl_act *, int64_t, int64_t, __m256 *);
+    int64_t nb = w->ne0 / ggml_type_get(w->type)->blck_size;
     switch (w->type) {
+    case GGML_TYPE_Q2_K: fn = k_q2k; break;
+    case GGML_TYPE_Q3_K: fn = k_q3k; break;
+    case GGML_TYPE_Q4_K: fn = k_q4k; break;
+    case GGML_TYPE_Q5_K: fn = k_q5k; break;
+    case GGML_TYPE_Q6_K: fn = k_q6k; break;
+    case GGML_TYPE_IQ4_XS: fn = k_iq4xs; break;
     case GGML_TYPE_Q8_0: fn = k_q8_0; break;
     case GGML_TYPE_Q4_0: fn = k_q4_0; break;
     case GGML_TYPE_Q4_1: fn = k_q4_1; break;
@@ -240,7 +402,6 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     case GGML_TYPE_IQ4_NL: fn = k_iq4_nl; break;
     default: fn = k_mxfp4; break;
     }
-    int64_t nb = w->ne0 / 32;
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
         int nv = (int)(r1 - r < 16 ? r1 - r : 16);
@@ -264,8 +425,9 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4:
-        return rows_q32(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+        return rows_blocks(w, x, y, y_stride, r0, r1);
     default:
         return 0;
     }
