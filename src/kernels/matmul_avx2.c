@@ -37,15 +37,18 @@ static inline __attribute__((always_inline)) void float_tile(uint32_t type, cons
                                                              int64_t n, float *out)
 {
     __m256 lo[FR], hi[FR];
+    #pragma GCC unroll 16
     for (int r = 0; r < FR; r++) lo[r] = hi[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 x0 = _mm256_loadu_ps(xf + i), x1 = _mm256_loadu_ps(xf + i + 8);
+        #pragma GCC unroll 16
         for (int r = 0; r < FR; r++) {
             lo[r] = _mm256_fmadd_ps(ld8(type, rows[r], i), x0, lo[r]);
             hi[r] = _mm256_fmadd_ps(ld8(type, rows[r], i + 8), x1, hi[r]);
         }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < FR; r++) {
         float l[16];
         _mm256_storeu_ps(l, lo[r]);
@@ -79,6 +82,7 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
         for (int64_t r = r0; r < r1; r += FR) {
             const uint8_t *rows[FR];
             int nv = (int)(r1 - r < FR ? r1 - r : FR);
+            #pragma GCC unroll 16
             for (int i = 0; i < FR; i++)
                 rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
             float out[FR];
@@ -163,12 +167,14 @@ static inline void scales8(uint32_t type, const uint8_t *const *rows, int64_t b,
 {
     if (type == GGML_TYPE_MXFP4) {
         float d[16];
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
         v[0] = _mm256_loadu_ps(d), v[1] = _mm256_loadu_ps(d + 8);
         return;
     }
     uint16_t h[16];
     size_t bs = bsz32(type);
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) memcpy(&h[i], rows[i] + (size_t)b * bs + off, 2);
     v[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
     v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
@@ -203,8 +209,10 @@ q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t,
             memcpy(&h, ab + 2, 2);
             sa = fp16_to_fp32(h);
         }
+        #pragma GCC unroll 16
         for (int half = 0; half < 2; half++) {
             __m256i p[8];
+            #pragma GCC unroll 16
             for (int i = 0; i < 8; i++) p[i] = dot32(type, rows[8 * half + i] + (size_t)b * bs, a);
             __m256i S = red8(p);
             if (corr) S = _mm256_sub_epi32(S, _mm256_set1_epi32(corr));
@@ -263,6 +271,7 @@ static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a,
         int five = type == GGML_TYPE_Q5_K;
         const uint8_t *qs = blk + (five ? 48 : 16);
         __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        #pragma GCC unroll 16
         for (int c = 0; c < 4; c++) {
             int sc0, m0, sc1, m1;
             kq_scale_min_k4(2 * c, blk + 4, &sc0, &m0);
@@ -283,7 +292,9 @@ static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a,
     case GGML_TYPE_Q6_K: {
         const blk_q6_K *q = (const blk_q6_K *)blk;
         int corr = 0;
+        #pragma GCC unroll 16
         for (int g = 0; g < 16; g++) corr += q->scales[g] * a->bsums[g];
+        #pragma GCC unroll 16
         for (int c = 0; c < 2; c++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c + 32));
@@ -293,6 +304,7 @@ static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a,
                 _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4))};
+            #pragma GCC unroll 16
             for (int k = 0; k < 4; k++)
                 acc = mac(acc, v[k], a->qs + 128 * c + 32 * k, sc2(q->scales[8 * c + 2 * k], q->scales[8 * c + 2 * k + 1]));
         }
@@ -304,13 +316,16 @@ static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a,
         const uint8_t *qs = blk + (three ? 32 : 16);
         __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
         int sc[16], corr = 0;
+        #pragma GCC unroll 16
         for (int g = 0; g < 16; g++) {
             sc[g] = three ? kq_q3k_scale(blk + 96, g) : blk[g] & 0xf;
             if (three) corr += sc[g] * a->bsums[g];
             else *M += (blk[g] >> 4) * a->bsums[g];
         }
+        #pragma GCC unroll 16
         for (int n = 0; n < 2; n++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            #pragma GCC unroll 16
             for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
                 if (three) {
@@ -327,6 +342,7 @@ static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a,
         const blk_iq4_xs *q = (const blk_iq4_xs *)blk;
         __m128i t = _mm_loadu_si128((const __m128i *)KV_IQ4NL);
         __m256i tab = _mm256_set_m128i(t, t);
+        #pragma GCC unroll 16
         for (int ib = 0; ib < 8; ib++) {
             __m256i kv = _mm256_shuffle_epi8(tab, nib32(q->qs + 16 * ib));
             __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * ib));
@@ -351,8 +367,10 @@ k_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, i
         const blk_q8_K *a = &arow[b];
         int M[16];
         uint16_t hd[16], hm[16];
+        #pragma GCC unroll 16
         for (int half = 0; half < 2; half++) {
             __m256i p[8];
+            #pragma GCC unroll 16
             for (int i = 0; i < 8; i++) {
                 const uint8_t *blk = rows[8 * half + i] + (size_t)b * bsz;
                 p[i] = krow(type, blk, a, &M[8 * half + i]);
@@ -405,6 +423,7 @@ static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stri
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
         int nv = (int)(r1 - r < 16 ? r1 - r : 16);
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++)
             rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
         for (int64_t t = 0; t < x->rows; t++) {

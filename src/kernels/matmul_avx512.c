@@ -22,9 +22,11 @@
 static inline __m512i red_pairs(const __m512i *p)
 {
     __m512i u[4], w[2];
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++)
         u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * k], p[2 * k + 1]),
                                 _mm512_unpackhi_epi32(p[2 * k], p[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 2; k++)
         w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
                                 _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
@@ -38,12 +40,15 @@ static inline __m512i red_pairs(const __m512i *p)
 static inline __m512i red16(const __m512i *v)
 {
     __m512i u[8], w[4], x[2];
+    #pragma GCC unroll 16
     for (int k = 0; k < 8; k++)
         u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
                                 _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
                                 _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 2; k++)
         x[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                 _mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
@@ -65,6 +70,7 @@ static inline float hsum_tree16(__m512 v) /* the canonical l[i] += l[i+s], s = 8
 static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **rows)
 {
     int nv = (int)(r1 - r < 16 ? r1 - r : 16);
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
     return nv;
@@ -85,6 +91,7 @@ static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t b
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
 {
     __mmask16 m = (__mmask16)((1u << nv) - 1);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * y_stride + (size_t)r, m, acc[t]);
 }
 
@@ -98,6 +105,7 @@ typedef struct {
 static inline rowset rowset_make(const uint8_t *const *rows)
 {
     int32_t o[16];
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) o[i] = (int32_t)(rows[i] - rows[0]);
     rowset rs = {rows[0], _mm512_loadu_si512(o)};
     return rs;
@@ -133,6 +141,7 @@ static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb,
     p->corr = (int32_t *)(p->sa + cnt);
     int q81 = x->vtype == GGML_TYPE_Q8_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         const uint8_t *row = (const uint8_t *)x->data + (size_t)(t0 + t) * x->row_bytes;
         for (int64_t b = 0; b < nb; b++) {
@@ -145,6 +154,7 @@ static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb,
                 p->sa[t * nb + b] = fp16_to_fp32(h);
             }
             int s = 0;
+            #pragma GCC unroll 16
             for (int j = 0; j < 32; j++) s += (int8_t)blk[qoff + j];
             p->corr[t * nb + b] = off * s;
         }
@@ -212,6 +222,7 @@ static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *c
     case GGML_TYPE_Q5_1: return load_h16(rs, (size_t)b * 24);
     default: {
         float d[16];
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
         return _mm512_loadu_ps(d);
     }
@@ -228,28 +239,110 @@ static inline int w32_off(uint32_t type)
     }
 }
 
+/* Nibble types, 4 rows per vector: 128-lane j holds row 4q+j.  LO = the 16
+ * low nibbles (elements 0-15), HI = the high ones (16-31), already mapped to
+ * unsigned weight bytes (w + off). */
+static inline __m512i quad16(const uint8_t *const *r4, size_t off)
+{
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(r4[0] + off)));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[1] + off)), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[2] + off)), 2);
+    return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[3] + off)), 3);
+}
+
+/* 5th bits of 4 rows: bits 0-15 of each qh word for LO, 16-31 for HI. */
+static inline void quad_hbits(const uint8_t *const *r4, size_t off, __mmask64 *lo, __mmask64 *hi)
+{
+    uint64_t l = 0, h = 0;
+    #pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        uint32_t q;
+        memcpy(&q, r4[j] + off, 4);
+        l |= (uint64_t)(q & 0xffff) << (16 * j);
+        h |= (uint64_t)(q >> 16) << (16 * j);
+    }
+    *lo = _cvtu64_mask64(l), *hi = _cvtu64_mask64(h);
+}
+
+static inline void w32_quad(uint32_t type, const uint8_t *const *r4, int64_t b, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    size_t bs = type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22 : type == GGML_TYPE_Q5_1 ? 24
+              : type == GGML_TYPE_MXFP4 ? 17 : 18;
+    size_t qo = type == GGML_TYPE_Q4_1 ? 4 : type == GGML_TYPE_Q5_0 ? 6 : type == GGML_TYPE_Q5_1 ? 8
+              : type == GGML_TYPE_MXFP4 ? 1 : 2;
+    __m512i x = quad16(r4, (size_t)b * bs + qo);
+    *lo = _mm512_and_si512(x, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    if (type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1) {
+        __mmask64 ml, mh;
+        quad_hbits(r4, (size_t)b * bs + (type == GGML_TYPE_Q5_0 ? 2 : 4), &ml, &mh);
+        *lo = _mm512_mask_add_epi8(*lo, ml, *lo, _mm512_set1_epi8(0x10));
+        *hi = _mm512_mask_add_epi8(*hi, mh, *hi, _mm512_set1_epi8(0x10));
+    } else if (type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4) {
+        const __m512i tab = type == GGML_TYPE_IQ4_NL
+            ? _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
+                                                   (char)166, (char)181, (char)197, (char)217, (char)241))
+            : _mm512_broadcast_i32x4(_mm_setr_epi8((char)128, (char)129, (char)130, (char)131, (char)132, (char)134,
+                                                   (char)136, (char)140, (char)128, 127, 126, 125, 124, 122, 120, 116));
+        *lo = _mm512_shuffle_epi8(tab, *lo);
+        *hi = _mm512_shuffle_epi8(tab, *hi);
+    }
+}
+
+/* z[q]: 128-lane j = 4 partial sums of row 4q+j.  Returns the 16 row totals. */
+static inline __m512i red_quads(const __m512i *z)
+{
+    __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+    __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+    __m512i w = _mm512_add_epi32(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+    /* 128-lane j of w: rows j, 4+j, 8+j, 12+j */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(idx, w);
+}
+
 static inline __attribute__((always_inline)) void
 q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, const act32 *ap, int nt, int64_t nb, __m512 *acc)
 {
     int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
     rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     size_t wsz = type == GGML_TYPE_Q8_0 ? 34 : type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22
                : type == GGML_TYPE_Q5_1 ? 24 : type == GGML_TYPE_MXFP4 ? 17 : 18;
+    int quad = type != GGML_TYPE_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         __m512i wv[8];
         prefetch_next(rows, b, wsz);
-        for (int k = 0; k < 8; k++) wv[k] = w32_pair(type, rows[2 * k], rows[2 * k + 1], b);
+        if (quad)
+            #pragma GCC unroll 16
+            for (int q = 0; q < 4; q++) w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
+        else
+            #pragma GCC unroll 16
+            for (int k = 0; k < 8; k++) wv[k] = w32_pair(type, rows[2 * k], rows[2 * k + 1], b);
         __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
         if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * bsz + qoff;
-            __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
-            __m512i p[8];
-            for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[k], av);
-            __m512i s = red_pairs(p);
+            __m512i s;
+            if (quad) {
+                __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab));
+                __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 16)));
+                __m512i z[4];
+                #pragma GCC unroll 16
+                for (int q = 0; q < 4; q++)
+                    z[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[2 * q], alo), wv[2 * q + 1], ahi);
+                s = red_quads(z);
+            } else {
+                __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
+                __m512i p[8];
+                #pragma GCC unroll 16
+                for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[k], av);
+                s = red_pairs(p);
+            }
             if (w32_off(type)) s = _mm512_sub_epi32(s, _mm512_set1_epi32(ap->corr[t * nb + b]));
             __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ap->da[t * nb + b]));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t]);
@@ -329,16 +422,20 @@ static int actk_make(actk *p, const sl_act *x, int64_t t0, int nt, int64_t nb, i
      * REORDER 2 (IQ4_XS): 16-element halves: first halves of subs 0-3, second
      * halves of subs 0-3, then the same for subs 4-7. */
     static const int ord[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
         for (int64_t b = 0; b < nb; b++) {
             const blk_q8_K *k = (const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes) + b;
             size_t i = (size_t)t * (size_t)nb + (size_t)b;
             p->d[i] = k->d;
             memcpy(p->bs + i * 16, k->bsums, 32);
+            #pragma GCC unroll 16
             for (int j = 0; j < 8; j++) p->bs8[i * 8 + j] = (int16_t)(k->bsums[2 * j] + k->bsums[2 * j + 1]);
             if (reorder == 1)
+                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++) memcpy(p->qsr + i * 256 + 32 * j, k->qs + 32 * ord[j], 32);
             if (reorder == 2)
+                #pragma GCC unroll 16
                 for (int h = 0; h < 16; h++) /* h = 4 * (half + 2 * (sub / 4)) + sub % 4 */
                     memcpy(p->qsr + i * 256 + 16 * h, k->qs + 32 * (4 * (h / 8) + h % 4) + 16 * ((h / 4) % 2), 16);
         }
@@ -389,6 +486,7 @@ static inline __m512i k4_mins(const k4sc *k, const int16_t *bs8)
 {
     const __m512i lo = _mm512_set1_epi32(0x00ff00ff);
     int32_t p[4];
+    #pragma GCC unroll 16
     for (int j = 0; j < 2; j++) {
         p[2 * j] = (int32_t)((uint16_t)bs8[4 * j] | (uint32_t)(uint16_t)bs8[4 * j + 2] << 16);
         p[2 * j + 1] = (int32_t)((uint16_t)bs8[4 * j + 1] | (uint32_t)(uint16_t)bs8[4 * j + 3] << 16);
@@ -421,6 +519,7 @@ k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *a
         __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
         __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
         static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; k++) {
             __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
                                                 _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
@@ -429,8 +528,10 @@ k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *a
         }
     }
     __m512i scv[4] = {sc_pair(bc, 0, 2), sc_pair(bc, 1, 3), sc_pair(bc, 4, 6), sc_pair(bc, 5, 7)};
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(act[t])), scv[0]);
+        #pragma GCC unroll 16
         for (int k = 1; k < 4; k++)
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(act[t] + 64 * k)), scv[k]);
         s[16 * t] = acc;
@@ -442,14 +543,17 @@ k45_group(int five, int nt, const uint8_t *const *rows, const actk *ap, int64_t 
 {
     size_t bsz = five ? 176 : 144;
     rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         prefetch_next(rows, b, bsz);
         k4sc k = k4_scales16(&rs, (size_t)b * bsz);
         const int8_t *act[TT];
         for (int t = 0; t < nt; t++) act[t] = ap->qsr + ((size_t)t * (size_t)nb + (size_t)b) * 256;
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), act, s + i);
         __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             size_t ti = (size_t)t * (size_t)nb + (size_t)b;
             __m512 da = _mm512_set1_ps(ap->d[ti]);
@@ -482,6 +586,7 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
     __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales)));
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512i v[4], scv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < 2; c++) {
         __m512i ql = _mm512_loadu_si512(q->ql + 64 * c);
         __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
@@ -499,9 +604,11 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
         scv[2 * c + 1] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c + 4))), sc16);
     }
     __m256i scm = _mm256_slli_epi16(_mm512_castsi512_si256(sc16), 5); /* 32 * sc */
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         const int8_t *a = actk_qs(x, ap, 0, t0, t, nb, b);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; k++) {
             __m512i p = _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k));
             acc = _mm512_dpwssd_epi32(acc, p, scv[k]);
@@ -520,6 +627,7 @@ static inline void g16_scv(__m512i sc16, __m512i *scv)
     static const int16_t base[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
     __m512i bi = _mm512_loadu_si512(base);
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++)
         scv[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(4 * k))), sc16);
 }
@@ -529,6 +637,7 @@ static inline void g16_scv(__m512i sc16, __m512i *scv)
 static inline void q2_planes(const uint8_t *qs, __m512i *v)
 {
     const __m512i m3 = _mm512_set1_epi8(3);
+    #pragma GCC unroll 16
     for (int n = 0; n < 2; n++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
         __m512i qq = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
@@ -540,6 +649,7 @@ static inline void q2_planes(const uint8_t *qs, __m512i *v)
 static inline __m512i dot4(const __m512i *v, const __m512i *scv, const int8_t *a)
 {
     __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(a)), scv[0]);
+    #pragma GCC unroll 16
     for (int k = 1; k < 4; k++) acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k)), scv[k]);
     return acc;
 }
@@ -550,6 +660,7 @@ static inline void q2k_row(const uint8_t *blk, int nt, const int8_t *const *act,
     __m512i scv[4], v[4];
     g16_scv(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f)))), scv);
     q2_planes(blk + 16, v);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) s[16 * t] = dot4(v, scv, act[t]);
 }
 
@@ -558,6 +669,7 @@ static inline __m512i q2k_mins(const rowset *rs, size_t boff, const int16_t *bs)
 {
     const __m512i lo = _mm512_set1_epi32(0x00ff00ff), m4 = _mm512_set1_epi32(0x0f0f0f0f);
     __m512i m = _mm512_setzero_si512();
+    #pragma GCC unroll 16
     for (int q = 0; q < 4; q++) {
         __m512i u = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 4 * (size_t)q), 1);
         u = _mm512_and_si512(_mm512_srli_epi32(u, 4), m4); /* mins of groups 4q..4q+3 as bytes */
@@ -584,11 +696,13 @@ static inline void q3k_row(const uint8_t *blk, int nt, const int8_t *const *act,
     q2_planes(blk + 32, v);
     __m256i h = _mm256_loadu_si256((const __m256i *)blk);
     __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++) { /* vector k: hmask bits 2k (low half), 2k+1 (high half) */
         __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
         v[k] = _mm512_mask_add_epi8(v[k], _mm512_test_epi8_mask(hh, bitsel), v[k], _mm512_set1_epi8(4));
     }
     __m256i sc4 = _mm256_slli_epi16(sc16, 2);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         __m256i corr = _mm256_madd_epi16(sc4, _mm256_loadu_si256((const __m256i *)bs[t]));
         s[16 * t] = _mm512_sub_epi32(dot4(v, scv, act[t]), _mm512_zextsi256_si512(corr));
@@ -608,6 +722,7 @@ static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *ac
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)KV_IQ4NL));
     const __m512i m4 = _mm512_set1_epi8(0x0f), c32 = _mm512_set1_epi16(32);
     __m512i scv[2], kv[4];
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; h++) { /* 128-lane k of half h: sub 4h + k */
         __m512i idx = _mm512_set_epi16(0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
                                        0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
@@ -623,9 +738,12 @@ static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *ac
         kv[2 * h + 1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
     }
     __mmask64 neg[4];
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++) neg[k] = _mm512_movepi8_mask(kv[k]), kv[k] = _mm512_abs_epi8(kv[k]);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; k++) {
             __m512i a = _mm512_loadu_si512(act[t] + 64 * k);
             a = _mm512_mask_sub_epi8(a, neg[k], _mm512_setzero_si512(), a);
@@ -641,16 +759,19 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, co
 {
     size_t bsz = ggml_type_get(type)->type_size;
     rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         prefetch_next(rows, b, bsz);
         const int8_t *act[TT];
         const int16_t *bs[TT];
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             size_t ti = (size_t)t * (size_t)nb + (size_t)b;
             act[t] = type == GGML_TYPE_IQ4_XS ? ap->qsr + ti * 256 : actk_qs(x, ap, 0, t0, t, nb, b);
             bs[t] = ap->bs + ti * 16;
         }
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
             const uint8_t *blk = rows[i] + (size_t)b * bsz;
             switch (type) {
@@ -662,6 +783,7 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, co
         }
         __m512 dw = type == GGML_TYPE_IQ4_XS ? load_h16(&rs, (size_t)b * bsz)
                     : load_h16_end(&rs, (size_t)b * bsz + (type == GGML_TYPE_Q2_K ? 80 : bsz - 2));
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             size_t ti = (size_t)t * (size_t)nb + (size_t)b;
             __m512 da = _mm512_set1_ps(ap->d[ti]);
@@ -752,29 +874,54 @@ static inline __m512 ld_w_tail(uint32_t type, const uint8_t *p, int64_t i, __mma
 }
 
 #define FR 4 /* rows per float tile */
+#define FT 4 /* tokens per float tile */
 
+/* FR rows x NT tokens, one canonical 16-lane accumulator per element; each
+ * weight vector is loaded once and used for NT tokens. */
 static inline __attribute__((always_inline)) void
-float_tile(uint32_t type, const uint8_t *const *rows, const float *xf, int64_t n, float *out /* [FR] */)
+float_tile(uint32_t type, int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out /* [FT][FR] */)
 {
-    __m512 acc[FR];
-    for (int i = 0; i < FR; i++) acc[i] = _mm512_setzero_ps();
+    __m512 acc[FT][FR];
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) acc[t][r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 xv = _mm512_loadu_ps(xf + i);
-        for (int r = 0; r < FR; r++) acc[r] = _mm512_fmadd_ps(ld_w(type, rows[r], i), xv, acc[r]);
+        __m512 wv[FR];
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) wv[r] = ld_w(type, rows[r], i);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m512 xv = _mm512_loadu_ps(xs[t] + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
+        }
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 xv = _mm512_maskz_loadu_ps(m, xf + i);
-        for (int r = 0; r < FR; r++) acc[r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[r], m);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) acc[t][r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[t][r], m);
+        }
     }
-    for (int r = 0; r < FR; r++) out[r] = hsum_tree16(acc[r]);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(acc[t][r]);
 }
 
-#define FLOAT_KERNEL(NAME, TYPE)                                                                    \
-    static void NAME(const uint8_t *const *rows, const float *xf, int64_t n, float *out)           \
-    {                                                                                               \
-        float_tile(TYPE, rows, xf, n, out);                                                         \
+#define FLOAT_KERNEL(NAME, TYPE)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out) \
+    {                                                                                                   \
+        switch (nt) {                                                                                   \
+        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                           \
+        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                           \
+        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                           \
+        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                          \
+        }                                                                                               \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
@@ -782,28 +929,45 @@ FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
 static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(const uint8_t *const *, const float *, int64_t, float *) =
+    void (*fn)(int, const uint8_t *const *, const float *const *, int64_t, float *) =
         w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
-    int64_t n = w->ne0;
-    float *xf = w->type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * (size_t)n);
-    if (w->type != GGML_TYPE_F32 && !xf) return 0;
-    for (int64_t t = 0; t < x->rows; t++) {
-        const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-        if (xf) { /* activations to f32 once (exact) */
-            const uint16_t *h = (const uint16_t *)arow;
+    int64_t n = w->ne0, T = x->rows;
+    float *xf = NULL;
+    if (w->type != GGML_TYPE_F32) { /* activations to f32 once (exact) */
+        xf = malloc(sizeof(float) * (size_t)(n * T));
+        if (!xf) return 0;
+        for (int64_t t = 0; t < T; t++) {
+            const uint8_t *h = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
+            float *o = xf + t * n;
             int64_t i = 0;
-            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(xf + i, ld_w(w->type, (const uint8_t *)h, i));
-            for (; i < n; i++) xf[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(h[i]) : bf16_to_fp32(h[i]);
+            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ld_w(w->type, h, i));
+            for (; i < n; i++)
+                o[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(((const uint16_t *)h)[i]) : bf16_to_fp32(((const uint16_t *)h)[i]);
         }
-        const float *xa = xf ? xf : (const float *)arow;
-        for (int64_t r = r0; r < r1; r += FR) {
-            const uint8_t *rows[FR];
-            int nv = (int)(r1 - r < FR ? r1 - r : FR);
-            for (int i = 0; i < FR; i++)
-                rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
-            float out[FR];
-            fn(rows, xa, n, out);
-            for (int i = 0; i < nv; i++) y[(size_t)t * y_stride + (size_t)(r + i)] = out[i];
+    }
+    /* chunks of rows whose weights stay in L2 while every token tile passes */
+    int64_t chunk = (int64_t)(262144 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)(FR - 1);
+    if (chunk < FR) chunk = FR;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t t0 = 0; t0 < T; t0 += FT) {
+            int nt = (int)(T - t0 < FT ? T - t0 : FT);
+            const float *xs[FT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < nt; t++)
+                xs[t] = xf ? xf + (t0 + t) * n : (const float *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes);
+            for (int64_t r = c0; r < c1; r += FR) {
+                const uint8_t *rows[FR];
+                int nv = (int)(c1 - r < FR ? c1 - r : FR);
+                #pragma GCC unroll 16
+                for (int i = 0; i < FR; i++)
+                    rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
+                float out[FT * FR];
+                fn(nt, rows, xs, n, out);
+                #pragma GCC unroll 16
+                for (int t = 0; t < nt; t++)
+                    for (int i = 0; i < nv; i++) y[(size_t)(t0 + t) * y_stride + (size_t)(r + i)] = out[t * FR + i];
+            }
         }
     }
     free(xf);
