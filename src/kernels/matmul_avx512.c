@@ -6,8 +6,9 @@
  * folded into one vector of 16 row sums by an exact transpose-add.
  *
  * Weights are fed to vpdpbusd as unsigned bytes (w + off) and the activation
- * block sum times off is subtracted, so every 32-element type is one
- * multiply-add per row pair and block. */
+ * block sum times off is subtracted: Q8_0 takes two rows per vector (one
+ * vpdpbusd per row pair and block), the nibble types four rows per vector
+ * (low and high nibbles, two vpdpbusd per four rows). */
 #include <immintrin.h>
 #include <stdlib.h>
 
@@ -162,54 +163,13 @@ static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb,
     return 0;
 }
 
-/* Two rows' nibbles (16 bytes each) -> [lo_a hi_a lo_b hi_b] = 32 values per row. */
-static inline __m512i nib_pair(const uint8_t *qa, const uint8_t *qb)
+/* Q8_0 rows (2k, 2k+1), block b, as unsigned bytes w + 128. */
+static inline __m512i w32_pair(const uint8_t *ra, const uint8_t *rb, int64_t b)
 {
-    __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)),
-                                        _mm_loadu_si128((const __m128i *)qb), 1);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(x), _mm256_srli_epi16(x, 4), 1);
-    z = _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
-    return _mm512_shuffle_i32x4(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-}
-
-static inline __m512i hbits_pair(const uint8_t *ha, const uint8_t *hb)
-{
-    uint32_t a, b;
-    memcpy(&a, ha, 4);
-    memcpy(&b, hb, 4);
-    __mmask64 m = _cvtu64_mask64((uint64_t)a | (uint64_t)b << 32);
-    return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
-}
-
-/* Unsigned weight bytes of rows (2k, 2k+1), block b. */
-static inline __m512i w32_pair(uint32_t type, const uint8_t *ra, const uint8_t *rb, int64_t b)
-{
-    switch (type) {
-    case GGML_TYPE_Q8_0: {
-        const uint8_t *a = ra + b * 34 + 2, *c = rb + b * 34 + 2;
-        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                                       _mm256_loadu_si256((const __m256i *)c), 1);
-        return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
-    }
-    case GGML_TYPE_Q4_0: return nib_pair(ra + b * 18 + 2, rb + b * 18 + 2);
-    case GGML_TYPE_Q4_1: return nib_pair(ra + b * 20 + 4, rb + b * 20 + 4);
-    case GGML_TYPE_Q5_0:
-        return _mm512_or_si512(nib_pair(ra + b * 22 + 6, rb + b * 22 + 6), hbits_pair(ra + b * 22 + 2, rb + b * 22 + 2));
-    case GGML_TYPE_Q5_1:
-        return _mm512_or_si512(nib_pair(ra + b * 24 + 8, rb + b * 24 + 8), hbits_pair(ra + b * 24 + 4, rb + b * 24 + 4));
-    case GGML_TYPE_IQ4_NL: {
-        const __m512i tab = _mm512_broadcast_i32x4(
-            _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
-                          (char)197, (char)217, (char)241));
-        return _mm512_shuffle_epi8(tab, nib_pair(ra + b * 18 + 2, rb + b * 18 + 2));
-    }
-    default: { /* MXFP4: kvalues + 128 */
-        const __m512i tab = _mm512_broadcast_i32x4(
-            _mm_setr_epi8((char)128, (char)129, (char)130, (char)131, (char)132, (char)134, (char)136, (char)140,
-                          (char)128, 127, 126, 125, 124, 122, 120, 116));
-        return _mm512_shuffle_epi8(tab, nib_pair(ra + b * 17 + 1, rb + b * 17 + 1));
-    }
-    }
+    const uint8_t *a = ra + b * 34 + 2, *c = rb + b * 34 + 2;
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                                   _mm256_loadu_si256((const __m256i *)c), 1);
+    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
 }
 
 static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *const *rows, int64_t b)
@@ -320,7 +280,7 @@ q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, const act3
             for (int q = 0; q < 4; q++) w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
         else
             #pragma GCC unroll 16
-            for (int k = 0; k < 8; k++) wv[k] = w32_pair(type, rows[2 * k], rows[2 * k + 1], b);
+            for (int k = 0; k < 8; k++) wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
         __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
         if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
