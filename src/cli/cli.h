@@ -10,6 +10,8 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

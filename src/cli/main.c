@@ -14,6 +14,8 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text (as llama-tokenize)"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
     {"bench", cmd_bench, "measure prompt and generation speed (like llama-bench)"},
