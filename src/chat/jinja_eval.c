@@ -124,10 +124,14 @@ jdict *jnew_ns(jctx *c)
 
 static jscope *scope_new(jctx *c, jscope *parent)
 {
-    jscope *s = calloc(1, sizeof *s);
+    jscope *s = malloc(sizeof *s);
     if (!s) return NULL;
+    memset(s, 0, offsetof(jscope, names_in));
     s->gc.type = GC_SCOPE;
     s->rc = 1;
+    s->names = s->names_in;
+    s->vals = s->vals_in;
+    s->cap = JSCOPE_INLINE;
     s->parent = parent;
     if (parent) parent->rc++;
     jtrack_link(&c->live, &s->tr, JT_SCOPE);
@@ -147,6 +151,26 @@ static const jv *scope_find(const jscope *s, const jstr *name)
     return NULL;
 }
 
+static int scope_grow(jscope *s)
+{
+    size_t nc = s->cap * 2;
+    jstr **nn = malloc(nc * sizeof *nn);
+    jv *nv = malloc(nc * sizeof *nv);
+    if (!nn || !nv) {
+        free(nn);
+        free(nv);
+        return -1;
+    }
+    memcpy(nn, s->names, s->n * sizeof *nn);
+    memcpy(nv, s->vals, s->n * sizeof *nv);
+    if (s->names != s->names_in) free(s->names);
+    if (s->vals != s->vals_in) free(s->vals);
+    s->names = nn;
+    s->vals = nv;
+    s->cap = nc;
+    return 0;
+}
+
 /* Binds NAME to V (taken) in S. */
 static int scope_set(jctx *c, const jnode *n, jscope *s, jstr *name, jv v)
 {
@@ -158,33 +182,13 @@ static int scope_set(jctx *c, const jnode *n, jscope *s, jstr *name, jv v)
             return 0;
         }
     }
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 4;
-        jstr **nn = realloc(s->names, nc * sizeof *nn);
-        if (nn) s->names = nn;
-        jv *nv = nn ? realloc(s->vals, nc * sizeof *nv) : NULL;
-        if (!nv) {
-            jv_drop(v);
-            return jerr(c, n, "out of memory");
-        }
-        s->vals = nv;
-        s->cap = nc;
+    if (s->n == s->cap && scope_grow(s)) {
+        jv_drop(v);
+        return jerr(c, n, "out of memory");
     }
     s->names[s->n] = jv_ref((jv){.k = JV_STR, .s = name}).s;
     s->vals[s->n++] = v;
     return 0;
-}
-
-static int scope_setc(jctx *c, const jnode *n, jscope *s, const char *name, jv v)
-{
-    jstr *k = jstr_cstr(name);
-    if (!k) {
-        jv_drop(v);
-        return jerr(c, n, "out of memory");
-    }
-    int rc = scope_set(c, n, s, k, v);
-    jv_drop((jv){.k = JV_STR, .s = k});
-    return rc;
 }
 
 /* ---- functions ------------------------------------------------------- */
@@ -879,9 +883,9 @@ static int bind_macro_extras(jctx *c, const jnode *site, const jnode *m, jscope 
         else if (jdict_set(kw, jv_ref((jv){.k = JV_STR, .s = a->kwn[k]}), jv_ref(a->kwv[k])))
             rc = jerr(c, site, "out of memory");
     }
-    if (!rc) rc = scope_setc(c, site, s, "varargs", (jv){.k = JV_LIST, .l = va});
+    if (!rc) rc = scope_set(c, site, s, c->name_varargs, (jv){.k = JV_LIST, .l = va});
     else jv_drop((jv){.k = JV_LIST, .l = va});
-    if (!rc) rc = scope_setc(c, site, s, "kwargs", (jv){.k = JV_DICT, .d = kw});
+    if (!rc) rc = scope_set(c, site, s, c->name_kwargs, (jv){.k = JV_DICT, .d = kw});
     else jv_drop((jv){.k = JV_DICT, .d = kw});
     return rc;
 }
@@ -895,7 +899,7 @@ static int call_macro(jctx *c, const jnode *site, jfunc *fn, const jargs *a, jv 
     if (!s) return jerr(c, site, "out of memory");
     int rc = bind_macro_args(c, site, m, s, a);
     if (!rc) rc = bind_macro_extras(c, site, m, s, a);
-    if (!rc && caller.k == JV_FUNC) rc = scope_setc(c, site, s, "caller", jv_ref(caller));
+    if (!rc && caller.k == JV_FUNC) rc = scope_set(c, site, s, c->name_caller, jv_ref(caller));
     c->macro_depth++;
     if (!rc) rc = render_capture(c, site, m->v, m->nv, s, out);
     c->macro_depth--;
@@ -1289,7 +1293,7 @@ static int loop_turn(jctx *c, const jnode *n, jv loopv, jv item, jscope *scope)
 {
     jscope *s = scope_new(c, scope);
     if (!s) return jerr(c, n, "out of memory");
-    int rc = scope_setc(c, n, s, "loop", jv_ref(loopv));
+    int rc = scope_set(c, n, s, c->name_loop, jv_ref(loopv));
     if (!rc) rc = bind_target(c, n->a, s, item);
     jscope *saved = c->scope;
     c->scope = s;
@@ -1557,12 +1561,19 @@ int jinja_render(const jinja_tpl *t, const jdict *ctx, const struct tm *now, con
     jctx c = {.t = t, .out = &b, .lim = *lim, .err = err};
     c.live.next = c.live.prev = &c.live;
     if (now) c.now = *now;
-    int rc = root_scope(&c, ctx);
+    jarena names = {0};
+    c.name_loop = jarena_str(&names, "loop", 4);
+    c.name_varargs = jarena_str(&names, "varargs", 7);
+    c.name_kwargs = jarena_str(&names, "kwargs", 6);
+    c.name_caller = jarena_str(&names, "caller", 6);
+    int rc = c.name_loop && c.name_varargs && c.name_kwargs && c.name_caller ? root_scope(&c, ctx)
+                                                                             : sl_errf(err, "out of memory");
     if (!rc) rc = exec_body(&c, t->body, t->nbody) < 0 ? -1 : 0;
     jscope *root = c.scope;
     c.scope = NULL;
     scope_release(root);
     release_live(&c);
+    jarena_free(&names);
     if (rc) {
         jbuf_free(&b);
         return c.status ? c.status : -1;

@@ -384,6 +384,11 @@ static int f_int(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
     if (given(a->p[1]) && jarg_int(c, n, a->p[1], "base", &base)) return -1;
     int64_t v;
     int r = jparse_int(self, (int)base, &v);
+    double d;
+    if (r == -1 && self.k == JV_STR && jparse_float(self, &d) == 0) {
+        /* Jinja falls back to int(float(value)) */
+        r = jparse_int(jv_float(d), 10, &v);
+    }
     if (r == 0) {
         *out = jv_int(v);
         return 0;

@@ -124,14 +124,18 @@ struct jinja_tpl {
 
 /* ---- evaluation (jinja_eval.c) ---------------------------------------- */
 
+#define JSCOPE_INLINE 4
+
 typedef struct jscope {
     jgc gc;
     jtrack tr;
     int32_t rc;
     struct jscope *parent;
     size_t n, cap;
-    jstr **names;
+    jstr **names;          /* point at the inline arrays until they grow */
     jv *vals;
+    jstr *names_in[JSCOPE_INLINE];
+    jv vals_in[JSCOPE_INLINE];
 } jscope;
 
 typedef struct jloop {
@@ -174,6 +178,7 @@ typedef struct jctx {
     struct tm now;
     sl_err *err;
     int status;            /* 0, -1 or JINJA_UNSUPPORTED once failed */
+    jstr *name_loop, *name_varargs, *name_kwargs, *name_caller;   /* immortal */
 } jctx;
 
 /* Records the first error (at node N's position) and returns -1. */

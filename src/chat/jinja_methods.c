@@ -146,7 +146,8 @@ bool jis_word_char(uint32_t cp)
          : k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
 }
 
-/* Case mapping of S; MODE: 1 upper, -1 lower, 2 Python title, 3 capitalize. */
+/* Case mapping of S; MODE: 1 upper, -1 lower, 2 Python title, 3 capitalize,
+ * 4 swapcase. */
 static int map_case(jctx *c, const jnode *n, const jstr *s, int mode, jv *out)
 {
     jbuf b = {.max = c->lim.max_output};
@@ -154,7 +155,8 @@ static int map_case(jctx *c, const jnode *n, const jstr *s, int mode, jv *out)
     for (size_t i = 0; i < s->len;) {
         uint32_t cp;
         size_t k = ju_decode(s->s + i, s->len - i, &cp);
-        int dir = mode == 1 ? 1 : mode == -1 ? -1 : mode == 2 ? (prev_cased ? -1 : 1) : (first ? 1 : -1);
+        int dir = mode == 1 ? 1 : mode == -1 ? -1 : mode == 2 ? (prev_cased ? -1 : 1) : mode == 3 ? (first ? 1 : -1)
+                : utf8proc_category((utf8proc_int32_t)cp) == UTF8PROC_CATEGORY_LL ? 1 : -1;
         if (k == 1 && cp >= 0x80) jbuf_put(&b, s->s + i, 1);   /* invalid byte: unchanged */
         else jcase_put(&b, cp, dir);
         prev_cased = is_cased(cp);
@@ -210,6 +212,7 @@ M(m_upper) { (void)a; return map_case(c, n, self.s, 1, out); }
 M(m_lower) { (void)a; return map_case(c, n, self.s, -1, out); }
 M(m_title) { (void)a; return map_case(c, n, self.s, 2, out); }
 M(m_capitalize) { (void)a; return map_case(c, n, self.s, 3, out); }
+M(m_swapcase) { (void)a; return map_case(c, n, self.s, 4, out); }
 
 static bool in_chars(uint32_t cp, const jstr *chars)
 {
@@ -1042,11 +1045,12 @@ static const jbuiltin str_methods[] = {
     {"rsplit", m_rsplit, "sep maxsplit", 0}, {"rstrip", m_rstrip, "chars", JB_MARKUP},
     {"split", m_split, "sep maxsplit", 0}, {"splitlines", m_splitlines, "keepends", 0},
     {"startswith", m_startswith, "prefix start end", 0}, {"strip", m_strip, "chars", JB_MARKUP},
+    {"swapcase", m_swapcase, "", JB_MARKUP},
     {"title", m_title, "", JB_MARKUP}, {"upper", m_upper, "", JB_MARKUP}, {"zfill", m_zfill, "width", JB_MARKUP},
 };
 static const char *const str_unimpl[] = {
     "casefold", "encode", "expandtabs", "format_map", "isidentifier", "isprintable", "istitle", "maketrans",
-    "swapcase", "translate", NULL,
+    "translate", NULL,
 };
 
 static const jbuiltin dict_methods[] = {

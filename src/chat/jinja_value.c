@@ -140,8 +140,8 @@ static void clear_scope(jscope *s, jgc **head)
         drop_str(names[i]);
         release_jv(vals[i], head);
     }
-    free(names);
-    free(vals);
+    if (names != s->names_in) free(names);
+    if (vals != s->vals_in) free(vals);
     if (parent) push_zero(head, &parent->gc, &parent->rc);
 }
 
