@@ -140,7 +140,7 @@ int chat_tmpl_render(const chat_tmpl *t, const chat_req *r, char **out, size_t *
             .max_output = r->max_output ? r->max_output : DEFAULT_MAX_OUTPUT,
             .max_items = 1 << 20,
             .max_depth = 400,
-            .max_steps = 20u * 1000 * 1000,
+            .max_steps = r->max_steps ? r->max_steps : 20u * 1000 * 1000,
         };
         rc = jinja_render(t->tpl, ctx, &now, &lim, out, len, err);
         if (rc == JINJA_UNSUPPORTED) add_fallback_hint(err, t->family);

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "gguf/gguf.h"
@@ -47,6 +48,7 @@ typedef struct {
     const char *extra_json;
     const struct tm *now;          /* what strftime_now() reports; NULL: local time now */
     size_t max_output;             /* 0: 16 MiB */
+    uint64_t max_steps;            /* evaluation budget; 0: 20 million (about a second) */
 } chat_req;
 
 /* Renders R into *OUT (malloc'd, NUL-terminated; *LEN its length if LEN). */

@@ -34,7 +34,8 @@ typedef struct jfunc jfunc;
  * a new reference the caller must jv_drop, arguments are borrowed. */
 typedef struct jv {
     jv_kind k;
-    uint8_t uk;           /* JV_UNDEF: JU_* kind (jinja_int.h) */
+    uint8_t uk;           /* JV_UNDEF: JU_* kind (jinja_int.h); JV_STR: 1 for Markup
+                           * (|safe, |escape), which escapes what is added to it */
     /* JV_UNDEF: what was looked up, for error messages ("'x' is undefined",
      * "'dict object' has no attribute 'x'", or a sandbox refusal). */
     const char *why;
@@ -48,6 +49,14 @@ typedef struct jv {
         jfunc *fn;
     };
 } jv;
+
+/* Freeing never recurses: a container whose count drops to zero joins a
+ * work list (through its jgc) and its children are released from there,
+ * so arbitrarily deep values cannot exhaust the stack. */
+typedef struct jgc {
+    struct jgc *next;
+    int type;
+} jgc;
 
 /* Intrusive list of containers that can be changed after creation
  * (namespaces, scopes, loop states): the only places a reference cycle can
@@ -66,6 +75,7 @@ struct jstr {
 };
 
 struct jlist {
+    jgc gc;
     int32_t rc;
     bool tuple;
     bool gen;     /* a one-shot iterator (select, map, ...): no len(), no [i] */
@@ -75,6 +85,7 @@ struct jlist {
 };
 
 struct jdict {
+    jgc gc;
     jtrack tr;    /* linked only for namespaces */
     int32_t rc;
     bool ns;      /* namespace(): attribute assignment allowed */

@@ -7,6 +7,7 @@
  * or exhausting memory. */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,45 +124,23 @@ jdict *jnew_ns(jctx *c)
 
 static jscope *scope_new(jctx *c, jscope *parent)
 {
-    jscope *s = calloc(1, sizeof *s);
+    jscope *s = malloc(sizeof *s);
     if (!s) return NULL;
+    memset(s, 0, offsetof(jscope, names_in));
+    s->gc.type = GC_SCOPE;
     s->rc = 1;
+    s->names = s->names_in;
+    s->vals = s->vals_in;
+    s->cap = JSCOPE_INLINE;
     s->parent = parent;
     if (parent) parent->rc++;
     jtrack_link(&c->live, &s->tr, JT_SCOPE);
     return s;
 }
 
-static void scope_clear(jscope *s)
-{
-    size_t n = s->n;
-    jstr **names = s->names;
-    jv *vals = s->vals;
-    jscope *parent = s->parent;
-    s->n = s->cap = 0;
-    s->names = NULL;
-    s->vals = NULL;
-    s->parent = NULL;
-    for (size_t i = 0; i < n; i++) {
-        jv_drop((jv){.k = JV_STR, .s = names[i]});
-        jv_drop(vals[i]);
-    }
-    free(names);
-    free(vals);
-    if (parent && --parent->rc == 0) {
-        jtrack_unlink(&parent->tr);
-        scope_clear(parent);
-        free(parent);
-    }
-}
-
 static void scope_release(jscope *s)
 {
-    if (s && --s->rc == 0) {
-        jtrack_unlink(&s->tr);
-        scope_clear(s);
-        free(s);
-    }
+    if (s) jgc_release(&s->gc, &s->rc);
 }
 
 static const jv *scope_find(const jscope *s, const jstr *name)
@@ -170,6 +149,26 @@ static const jv *scope_find(const jscope *s, const jstr *name)
         for (size_t i = 0; i < s->n; i++)
             if (s->names[i]->len == name->len && !memcmp(s->names[i]->s, name->s, name->len)) return &s->vals[i];
     return NULL;
+}
+
+static int scope_grow(jscope *s)
+{
+    size_t nc = s->cap * 2;
+    jstr **nn = malloc(nc * sizeof *nn);
+    jv *nv = malloc(nc * sizeof *nv);
+    if (!nn || !nv) {
+        free(nn);
+        free(nv);
+        return -1;
+    }
+    memcpy(nn, s->names, s->n * sizeof *nn);
+    memcpy(nv, s->vals, s->n * sizeof *nv);
+    if (s->names != s->names_in) free(s->names);
+    if (s->vals != s->vals_in) free(s->vals);
+    s->names = nn;
+    s->vals = nv;
+    s->cap = nc;
+    return 0;
 }
 
 /* Binds NAME to V (taken) in S. */
@@ -183,33 +182,13 @@ static int scope_set(jctx *c, const jnode *n, jscope *s, jstr *name, jv v)
             return 0;
         }
     }
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 4;
-        jstr **nn = realloc(s->names, nc * sizeof *nn);
-        if (nn) s->names = nn;
-        jv *nv = nn ? realloc(s->vals, nc * sizeof *nv) : NULL;
-        if (!nv) {
-            jv_drop(v);
-            return jerr(c, n, "out of memory");
-        }
-        s->vals = nv;
-        s->cap = nc;
+    if (s->n == s->cap && scope_grow(s)) {
+        jv_drop(v);
+        return jerr(c, n, "out of memory");
     }
     s->names[s->n] = jv_ref((jv){.k = JV_STR, .s = name}).s;
     s->vals[s->n++] = v;
     return 0;
-}
-
-static int scope_setc(jctx *c, const jnode *n, jscope *s, const char *name, jv v)
-{
-    jstr *k = jstr_cstr(name);
-    if (!k) {
-        jv_drop(v);
-        return jerr(c, n, "out of memory");
-    }
-    int rc = scope_set(c, n, s, k, v);
-    jv_drop((jv){.k = JV_STR, .s = k});
-    return rc;
 }
 
 /* ---- functions ------------------------------------------------------- */
@@ -221,39 +200,15 @@ static jfunc *func_new(jctx *c, const jnode *n, int kind)
         jerr(c, n, "out of memory");
         return NULL;
     }
+    f->gc.type = GC_FUNC;
     f->rc = 1;
     f->kind = (uint8_t)kind;
     return f;
 }
 
-static void loop_clear(jloop *L)
-{
-    jlist *items = L->items;
-    jscope *scope = L->scope;
-    jv changed = L->changed;
-    L->items = NULL;
-    L->scope = NULL;
-    L->changed = jv_undef();
-    if (items) jv_drop((jv){.k = JV_LIST, .l = items});
-    jv_drop(changed);
-    scope_release(scope);
-}
-
 static void loop_release(jloop *L)
 {
-    if (L && --L->rc == 0) {
-        jtrack_unlink(&L->tr);
-        loop_clear(L);
-        free(L);
-    }
-}
-
-void jfunc_free(jfunc *f)
-{
-    jv_drop(f->self);
-    scope_release(f->scope);
-    loop_release(f->loop);
-    free(f);
+    if (L) jgc_release(&L->gc, &L->rc);
 }
 
 const char *jfunc_type_name(const jfunc *f)
@@ -286,22 +241,24 @@ static void release_live(jctx *c)
     while (c->live.next != &c->live) {
         jtrack *t = c->live.next;
         jtrack_unlink(t);
+        jgc *g;
+        int32_t *rc;
         if (t->kind == JT_NS) {
-            jdict *d = (jdict *)t;
-            d->rc++;
-            jdict_clear(d);
-            jv_drop((jv){.k = JV_DICT, .d = d});
+            jdict *d = (jdict *)((char *)t - offsetof(jdict, tr));
+            g = &d->gc;
+            rc = &d->rc;
         } else if (t->kind == JT_SCOPE) {
-            jscope *s = (jscope *)t;
-            s->rc++;
-            scope_clear(s);
-            scope_release(s);
+            jscope *s = (jscope *)((char *)t - offsetof(jscope, tr));
+            g = &s->gc;
+            rc = &s->rc;
         } else {
-            jloop *L = (jloop *)t;
-            L->rc++;
-            loop_clear(L);
-            loop_release(L);
+            jloop *L = (jloop *)((char *)t - offsetof(jloop, tr));
+            g = &L->gc;
+            rc = &L->rc;
         }
+        (*rc)++;
+        jgc_clear(g);
+        jgc_release(g, rc);
     }
 }
 
@@ -458,6 +415,7 @@ static jv undef_elem(jctx *c, jv obj, jv key)
 int jgetitem(jctx *c, const jnode *n, jv obj, jv key, jv *out)
 {
     size_t i;
+    if (obj.k == JV_DICT && obj.d->ns && key.k == JV_STR) return jgetattr(c, n, obj, key.s, out);
     if (obj.k == JV_DICT && !obj.d->ns) {
         const jv *v = jdict_get(obj.d, key);
         if (v) {
@@ -471,7 +429,9 @@ int jgetitem(jctx *c, const jnode *n, jv obj, jv key, jv *out)
         size_t off = jstr_cp_off(obj.s, i);
         uint32_t cp;
         size_t len = ju_decode(obj.s->s + off, obj.s->len - off, &cp);
-        return jmake_strn(c, n, obj.s->s + off, len, out);
+        if (jmake_strn(c, n, obj.s->s + off, len, out)) return -1;
+        out->uk = obj.uk;   /* Markup stays Markup */
+        return 0;
     }
     if (key.k == JV_STR) {
         bool found;
@@ -486,25 +446,25 @@ int jgetitem(jctx *c, const jnode *n, jv obj, jv key, jv *out)
 
 /* ---- slices ----------------------------------------------------------- */
 
-static int slice_index(jctx *c, const jnode *n, jv v, bool *given, int64_t *out)
+/* 0, or 1 when V is not an index. */
+static int slice_index(jv v, bool *given, int64_t *out)
 {
     *given = false;
     if (v.k == JV_NONE || (v.k == JV_UNDEF && !v.s)) return 0;
-    if (v.k != JV_INT && v.k != JV_BOOL)
-        return jerr(c, n, "slice indices must be integers or None, not %s", jv_type_name(v));
+    if (v.k != JV_INT && v.k != JV_BOOL) return 1;   /* Jinja: the lookup fails, the result is undefined */
     *given = true;
     *out = v.k == JV_BOOL ? v.b : v.i;
     return 0;
 }
 
-/* Python's PySlice_AdjustIndices: fills start, step and the count. */
+/* Python's PySlice_AdjustIndices: fills start, step and the count; 1 when
+ * an index is not an integer. */
 static int slice_bounds(jctx *c, const jnode *n, const jv sv[3], size_t len, int64_t *start, int64_t *step,
                         size_t *count)
 {
     bool g0, g1, g2;
     int64_t a = 0, b = 0, s = 1;
-    if (slice_index(c, n, sv[0], &g0, &a) || slice_index(c, n, sv[1], &g1, &b) || slice_index(c, n, sv[2], &g2, &s))
-        return -1;
+    if (slice_index(sv[0], &g0, &a) || slice_index(sv[1], &g1, &b) || slice_index(sv[2], &g2, &s)) return 1;
     if (!g2) s = 1;
     if (s == 0) return jerr(c, n, "slice step cannot be zero");
     int64_t L = (int64_t)len;
@@ -555,9 +515,13 @@ static int eval_slice(jctx *c, const jnode *n, jv obj, const jnode *sl, jv *out)
     size_t cnt = 0, len = obj.k == JV_STR ? obj.s->ncp : obj.k == JV_LIST ? obj.l->n : 0;
     if (!rc && ((obj.k != JV_STR && obj.k != JV_LIST) || (obj.k == JV_LIST && obj.l->gen))) {
         *out = jv_ref(jv_undef_why(JU_MSG, "object is not subscriptable by a slice", NULL));
-    } else if (!rc && !(rc = slice_bounds(c, n, sv, len, &a, &st, &cnt))) {
+    } else if (!rc && (rc = slice_bounds(c, n, sv, len, &a, &st, &cnt)) == 1) {
+        *out = jv_ref(jv_undef_why(JU_MSG, "slice indices must be integers or None", NULL));
+        rc = 0;
+    } else if (!rc) {
         if (obj.k == JV_STR) {
             rc = slice_str(c, n, obj.s, a, st, cnt, out);
+            if (!rc) out->uk = obj.uk;
         } else {
             jlist *l = jnew_list(c, n, cnt);
             rc = l ? 0 : -1;
@@ -680,7 +644,9 @@ static int repeat(jctx *c, const jnode *n, jv seq, int64_t times, jv *out)
             return jerr(c, n, "string repetition exceeds the output limit");
         jbuf b = {.max = c->lim.max_output};
         for (int64_t i = 0; i < times; i++) jbuf_put(&b, seq.s->s, seq.s->len);
-        return jmake_str(c, n, &b, out);
+        if (jmake_str(c, n, &b, out)) return -1;
+        out->uk = seq.uk;
+        return 0;
     }
     if (seq.l->n && (uint64_t)times > c->lim.max_items / seq.l->n)
         return jerr(c, n, "list repetition exceeds the limit of %zu items", c->lim.max_items);
@@ -693,13 +659,23 @@ static int repeat(jctx *c, const jnode *n, jv seq, int64_t times, jv *out)
     return jcharge(c, n, l->n);
 }
 
+static void put_maybe_escaped(jbuf *b, jv s, bool markup)
+{
+    if (markup && !s.uk) jhtml_escape(b, s.s->s, s.s->len);
+    else jbuf_put(b, s.s->s, s.s->len);
+}
+
 static int concat_seq(jctx *c, const jnode *n, jv a, jv b, jv *out)
 {
     if (a.k == JV_STR) {
+        /* Markup + str escapes the str (either side) */
+        bool markup = a.uk || b.uk;
         jbuf buf = {.max = c->lim.max_output};
-        jbuf_put(&buf, a.s->s, a.s->len);
-        jbuf_put(&buf, b.s->s, b.s->len);
-        return jmake_str(c, n, &buf, out);
+        put_maybe_escaped(&buf, a, markup);
+        put_maybe_escaped(&buf, b, markup);
+        if (jmake_str(c, n, &buf, out)) return -1;
+        out->uk = markup;
+        return 0;
     }
     jlist *l = jnew_list(c, n, a.l->n + b.l->n);
     if (!l) return -1;
@@ -726,7 +702,7 @@ int jbinop(jctx *c, const jnode *n, int op, jv a, jv b, jv *out)
     if (op == OP_MUL && seq_a && (b.k == JV_INT || b.k == JV_BOOL)) return repeat(c, n, a, ival(b), out);
     if (op == OP_MUL && (a.k == JV_INT || a.k == JV_BOOL) && (b.k == JV_STR || (b.k == JV_LIST && !b.l->gen)))
         return repeat(c, n, b, ival(a), out);
-    if (op == OP_MOD && a.k == JV_STR) return jstr_format_percent(c, n, a.s, b, out);
+    if (op == OP_MOD && a.k == JV_STR) return jstr_format_percent(c, n, a, b, out);
     return type_error(c, n, op, a, b);
 }
 
@@ -738,8 +714,17 @@ static int str_cmp(const jstr *a, const jstr *b)
     return a->len < b->len ? -1 : a->len > b->len;
 }
 
+static int order_depth(jctx *c, const jnode *n, jv a, jv b, bool fold_case, int *res, int depth);
+
 int jorder(jctx *c, const jnode *n, jv a, jv b, bool fold_case, int *res)
 {
+    return order_depth(c, n, a, b, fold_case, res, 0);
+}
+
+static int order_depth(jctx *c, const jnode *n, jv a, jv b, bool fold_case, int *res, int depth)
+{
+    if (depth > JV_MAX_NEST) return jerr(c, n, "values nested too deeply to compare");
+    if (jcharge(c, n, 1)) return -1;
     if (num(a) && num(b)) {
         if (a.k == JV_FLOAT || b.k == JV_FLOAT) *res = fval(a) < fval(b) ? -1 : fval(a) > fval(b);
         else *res = ival(a) < ival(b) ? -1 : ival(a) > ival(b);
@@ -758,8 +743,15 @@ int jorder(jctx *c, const jnode *n, jv a, jv b, bool fold_case, int *res)
     }
     if (a.k == JV_LIST && b.k == JV_LIST && a.l->tuple == b.l->tuple && !a.l->gen && !b.l->gen) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (jv_eq(a.l->v[i], b.l->v[i])) continue;
-            return jorder(c, n, a.l->v[i], b.l->v[i], fold_case, res);
+            jv x = a.l->v[i], y = b.l->v[i];
+            if (x.k == JV_LIST && y.k == JV_LIST) {
+                /* nested sequences: order them directly (0 when equal) */
+                if (order_depth(c, n, x, y, fold_case, res, depth + 1)) return -1;
+                if (*res) return 0;
+                continue;
+            }
+            if (jv_eq(x, y)) continue;
+            return order_depth(c, n, x, y, fold_case, res, depth + 1);
         }
         *res = a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
         return 0;
@@ -891,9 +883,9 @@ static int bind_macro_extras(jctx *c, const jnode *site, const jnode *m, jscope 
         else if (jdict_set(kw, jv_ref((jv){.k = JV_STR, .s = a->kwn[k]}), jv_ref(a->kwv[k])))
             rc = jerr(c, site, "out of memory");
     }
-    if (!rc) rc = scope_setc(c, site, s, "varargs", (jv){.k = JV_LIST, .l = va});
+    if (!rc) rc = scope_set(c, site, s, c->name_varargs, (jv){.k = JV_LIST, .l = va});
     else jv_drop((jv){.k = JV_LIST, .l = va});
-    if (!rc) rc = scope_setc(c, site, s, "kwargs", (jv){.k = JV_DICT, .d = kw});
+    if (!rc) rc = scope_set(c, site, s, c->name_kwargs, (jv){.k = JV_DICT, .d = kw});
     else jv_drop((jv){.k = JV_DICT, .d = kw});
     return rc;
 }
@@ -907,7 +899,7 @@ static int call_macro(jctx *c, const jnode *site, jfunc *fn, const jargs *a, jv 
     if (!s) return jerr(c, site, "out of memory");
     int rc = bind_macro_args(c, site, m, s, a);
     if (!rc) rc = bind_macro_extras(c, site, m, s, a);
-    if (!rc && caller.k == JV_FUNC) rc = scope_setc(c, site, s, "caller", jv_ref(caller));
+    if (!rc && caller.k == JV_FUNC) rc = scope_set(c, site, s, c->name_caller, jv_ref(caller));
     c->macro_depth++;
     if (!rc) rc = render_capture(c, site, m->v, m->nv, s, out);
     c->macro_depth--;
@@ -970,6 +962,10 @@ static int eval_filter(jctx *c, const jnode *n, jv input, jv *out)
         c->depth--;
         return jerr(c, n, "filter chain nested deeper than %u levels", c->lim.max_depth);
     }
+    if (!n->fn) {
+        c->depth--;
+        return jerr_unsupported(c, n, "unsupported template feature: filter '%s' (no filter of that name)", n->name->s);
+    }
     int rc = 0;
     if (!n->a) v = jv_ref(input);
     else if (n->a->kind == N_FILTER) rc = eval_filter(c, n->a, input, &v);
@@ -987,6 +983,7 @@ static int eval_filter(jctx *c, const jnode *n, jv input, jv *out)
 
 static int eval_test(jctx *c, const jnode *n, jv *out)
 {
+    if (!n->fn) return jerr_unsupported(c, n, "unsupported template feature: test '%s' (no test of that name)", n->name->s);
     jv v;
     if (eval(c, n->a, &v)) return -1;
     jargs a;
@@ -1281,6 +1278,7 @@ static jloop *loop_new(jctx *c, const jnode *n, jlist *items, int depth, jscope 
         jerr(c, n, "out of memory");
         return NULL;
     }
+    L->gc.type = GC_LOOP;
     L->rc = 1;
     L->items = items;
     L->depth = depth;
@@ -1295,7 +1293,7 @@ static int loop_turn(jctx *c, const jnode *n, jv loopv, jv item, jscope *scope)
 {
     jscope *s = scope_new(c, scope);
     if (!s) return jerr(c, n, "out of memory");
-    int rc = scope_setc(c, n, s, "loop", jv_ref(loopv));
+    int rc = scope_set(c, n, s, c->name_loop, jv_ref(loopv));
     if (!rc) rc = bind_target(c, n->a, s, item);
     jscope *saved = c->scope;
     c->scope = s;
@@ -1563,12 +1561,19 @@ int jinja_render(const jinja_tpl *t, const jdict *ctx, const struct tm *now, con
     jctx c = {.t = t, .out = &b, .lim = *lim, .err = err};
     c.live.next = c.live.prev = &c.live;
     if (now) c.now = *now;
-    int rc = root_scope(&c, ctx);
+    jarena names = {0};
+    c.name_loop = jarena_str(&names, "loop", 4);
+    c.name_varargs = jarena_str(&names, "varargs", 7);
+    c.name_kwargs = jarena_str(&names, "kwargs", 6);
+    c.name_caller = jarena_str(&names, "caller", 6);
+    int rc = c.name_loop && c.name_varargs && c.name_kwargs && c.name_caller ? root_scope(&c, ctx)
+                                                                             : sl_errf(err, "out of memory");
     if (!rc) rc = exec_body(&c, t->body, t->nbody) < 0 ? -1 : 0;
     jscope *root = c.scope;
     c.scope = NULL;
     scope_release(root);
     release_live(&c);
+    jarena_free(&names);
     if (rc) {
         jbuf_free(&b);
         return c.status ? c.status : -1;

@@ -59,7 +59,26 @@ int jcall_builtin(jctx *c, const jnode *n, const jbuiltin *b, jv self, const jar
     jbound bound;
     if (jbind(c, n, b, a, &bound)) return -1;
     *out = jv_undef();
-    return b->fn(c, n, self, &bound, out);
+    int rc = b->fn(c, n, self, &bound, out);
+    if (!rc && (b->flags & JB_MARKUP) && self.k == JV_STR && self.uk && out->k == JV_STR) out->uk = 1;
+    return rc;
+}
+
+void jhtml_escape(jbuf *b, const char *s, size_t len)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *rep = s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : s[i] == '>' ? "&gt;"
+                        : s[i] == '"' ? "&#34;" : s[i] == '\'' ? "&#39;" : NULL;
+        if (!rep) {
+            run++;
+            continue;
+        }
+        jbuf_put(b, s + i - run, run);
+        run = 0;
+        jbuf_put(b, rep, strlen(rep));
+    }
+    jbuf_put(b, s + len - run, run);
 }
 
 int japply_filter(jctx *c, const jnode *n, const jbuiltin *f, jv v, const jv *args, size_t nargs, jv *out)
@@ -85,6 +104,7 @@ static int new_gen(jctx *c, const jnode *n, jlist *l, jv *out)
 {
     (void)c;
     (void)n;
+    if (!l) return -1;
     l->gen = true;
     *out = (jv){.k = JV_LIST, .l = l};
     return 0;
@@ -127,7 +147,13 @@ static int f_replace(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     jv args[3] = {a->p[0], a->p[1], given(a->p[2]) ? a->p[2] : jv_int(-1)};
     if (!given(args[0]) || !given(args[1])) return jerr(c, n, "replace() needs the old and new strings");
-    return jstr_method(c, n, self, "replace", args, 3, out);
+    /* without autoescaping Jinja replaces in str(s): the result is plain */
+    jv s;
+    if (text_of(c, n, self, &s)) return -1;
+    s.uk = 0;
+    int rc = jstr_method(c, n, s, "replace", args, 3, out);
+    jv_drop(s);
+    return rc;
 }
 
 /* Jinja's title: a capital after "-", whitespace, "(", "{", "[" or "<". */
@@ -154,21 +180,18 @@ static int f_title(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 static int f_escape(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     (void)a;
+    if (self.k == JV_STR && self.uk) {
+        *out = jv_ref(self);
+        return 0;
+    }
     jv s;
     if (text_of(c, n, self, &s)) return -1;
     jbuf b = {.max = c->lim.max_output};
-    for (size_t i = 0; i < s.s->len; i++) {
-        switch (s.s->s[i]) {
-        case '&': jbuf_put(&b, "&amp;", 5); break;
-        case '<': jbuf_put(&b, "&lt;", 4); break;
-        case '>': jbuf_put(&b, "&gt;", 4); break;
-        case '"': jbuf_put(&b, "&#34;", 5); break;
-        case '\'': jbuf_put(&b, "&#39;", 5); break;
-        default: jbuf_putc(&b, s.s->s[i]);
-        }
-    }
+    jhtml_escape(&b, s.s->s, s.s->len);
     jv_drop(s);
-    return jmake_str(c, n, &b, out);
+    if (jmake_str(c, n, &b, out)) return -1;
+    out->uk = 1;
+    return 0;
 }
 
 static int f_string(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
@@ -189,12 +212,6 @@ static size_t line_end_len(const char *s, size_t i, size_t len)
     return 0;
 }
 
-static void indent_line(jbuf *b, const char *line, size_t len, const jv *ind, bool blank_too)
-{
-    if (len || blank_too) jbuf_put(b, ind->s->s, ind->s->len);
-    jbuf_put(b, line, len);
-}
-
 static int f_indent(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     jv s, ind;
@@ -209,32 +226,33 @@ static int f_indent(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
         if (jmake_str(c, n, &sp, &ind)) return jv_drop(s), -1;
     }
     bool first = bool_arg(a->p[1], false), blank = bool_arg(a->p[2], false);
-    jbuf b = {.max = c->lim.max_output};
-    /* Jinja appends "\n" and then splits lines: a trailing newline is dropped */
-    const char *t = s.s->s;
-    size_t len = s.s->len, start = 0, line = 0;
-    for (size_t i = 0; i <= len;) {
-        size_t e = i < len ? line_end_len(t, i, len) : 0;
-        if (i < len && !e) {
+    /* Jinja: (s + "\n").splitlines(), lines after the first indented
+     * (empty ones only with blank=True), joined with "\n" */
+    jbuf t = {.max = c->lim.max_output}, b = {.max = c->lim.max_output};
+    jbuf_put(&t, s.s->s, s.s->len);
+    jbuf_putc(&t, '\n');
+    if (first) jbuf_put(&b, ind.s->s, ind.s->len);
+    size_t start = 0, line = 0;
+    for (size_t i = 0; i < t.n && !t.over;) {
+        size_t e = line_end_len(t.p, i, t.n);
+        if (!e) {
             uint32_t cp;
-            i += ju_decode(t + i, len - i, &cp);
+            i += ju_decode(t.p + i, t.n - i, &cp);
             continue;
         }
-        if (line == 0) {
-            if (first) jbuf_put(&b, ind.s->s, ind.s->len);
-            jbuf_put(&b, t + start, i - start);
-        } else {
+        if (line++) {
             jbuf_putc(&b, '\n');
-            indent_line(&b, t + start, i - start, &ind, blank);
+            if (i > start || blank) jbuf_put(&b, ind.s->s, ind.s->len);
         }
-        line++;
-        if (i == len) break;
+        jbuf_put(&b, t.p + start, i - start);
         i += e;
         start = i;
-        if (i == len) break;   /* the appended newline ends the last line */
     }
+    bool over = t.over;
+    jbuf_free(&t);
     jv_drop(s);
     jv_drop(ind);
+    if (over) b.over = true;
     return jmake_str(c, n, &b, out);
 }
 
@@ -301,7 +319,7 @@ static int f_format(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
         for (size_t i = 0; i < raw->nkw; i++)
             jdict_set(d, jv_ref((jv){.k = JV_STR, .s = raw->kwn[i]}), jv_ref(raw->kwv[i]));
         jv dv = {.k = JV_DICT, .d = d};
-        rc = jstr_format_percent(c, n, s.s, dv, out);
+        rc = jstr_format_percent(c, n, s, dv, out);
         jv_drop(dv);
     } else {
         jlist *l = jnew_list(c, n, raw->npos);
@@ -309,7 +327,7 @@ static int f_format(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
         l->tuple = true;
         for (size_t i = 0; i < raw->npos; i++) jlist_push(l, jv_ref(raw->pos[i]));
         jv lv = {.k = JV_LIST, .l = l};
-        rc = jstr_format_percent(c, n, s.s, lv, out);
+        rc = jstr_format_percent(c, n, s, lv, out);
         jv_drop(lv);
     }
     jv_drop(s);
@@ -366,6 +384,11 @@ static int f_int(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
     if (given(a->p[1]) && jarg_int(c, n, a->p[1], "base", &base)) return -1;
     int64_t v;
     int r = jparse_int(self, (int)base, &v);
+    double d;
+    if (r == -1 && self.k == JV_STR && jparse_float(self, &d) == 0) {
+        /* Jinja falls back to int(float(value)) */
+        r = jparse_int(jv_float(d), 10, &v);
+    }
     if (r == 0) {
         *out = jv_int(v);
         return 0;
@@ -400,6 +423,23 @@ static double round_py(double x, int64_t nd)
     return r * p;
 }
 
+/* round(int, ndigits) stays an int; negative ndigits round half to even. */
+static int64_t round_int(int64_t v, int64_t nd)
+{
+    if (nd >= 0) return v;
+    if (nd < -18) return 0;
+    int64_t p = 1;
+    for (int64_t i = 0; i < -nd; i++) p *= 10;
+    int64_t q = v / p, r = v % p;
+    if (r < 0) {
+        r += p;
+        q--;
+    }
+    if (2 * r > p || (2 * r == p && (q & 1))) q++;
+    int64_t out;
+    return __builtin_mul_overflow(q, p, &out) ? v : out;
+}
+
 static int f_round(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     int64_t prec = 0;
@@ -412,8 +452,8 @@ static int f_round(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
         return jerr(c, n, "type %s doesn't define __round__ method", jv_type_name(self));
     }
     if (!strcmp(method, "common")) {
-        if (self.k != JV_FLOAT && prec >= 0) *out = jv_int(self.k == JV_BOOL ? self.b : self.i);
-        else *out = jv_float(round_py(self.k == JV_FLOAT ? self.f : (double)self.i, prec));
+        if (self.k == JV_FLOAT) *out = jv_float(round_py(self.f, prec));
+        else *out = jv_int(round_int(self.k == JV_BOOL ? self.b : self.i, prec));
         return 0;
     }
     double x = self.k == JV_FLOAT ? self.f : self.k == JV_BOOL ? self.b : (double)self.i;
@@ -694,7 +734,9 @@ static int f_default(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 static int f_safe(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     (void)a;
-    return self.k == JV_STR ? (*out = jv_ref(self), 0) : text_of(c, n, self, out);
+    if (text_of(c, n, self, out)) return -1;
+    out->uk = 1;
+    return 0;
 }
 
 static int f_attr(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
@@ -725,6 +767,8 @@ static int f_map(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
         if (!f) return jerr_unsupported(c, n, "unsupported template feature: filter '%s' in map()", raw->pos[0].s->s);
     }
     jlist *it;
+    /* Jinja maps nothing over a false value (None included) */
+    if (!jv_truthy(self)) return new_gen(c, n, jnew_list(c, n, 0), out);
     if (jiter(c, n, self, &it)) return -1;
     jlist *l = jnew_list(c, n, it->n);
     int rc = l ? 0 : -1;
@@ -767,6 +811,7 @@ static int select_common(jctx *c, const jnode *n, jv self, const jbound *a, jv *
         ai++;
     }
     jlist *it;
+    if (!jv_truthy(self)) return new_gen(c, n, jnew_list(c, n, 0), out);
     if (jiter(c, n, self, &it)) return -1;
     jlist *l = jnew_list(c, n, it->n);
     int rc = l ? 0 : -1;
@@ -795,8 +840,8 @@ static int f_rejectattr(jctx *c, const jnode *n, jv s, const jbound *a, jv *o) {
 static const jbuiltin filters[] = {
     {"abs", f_abs, "", 0},
     {"attr", f_attr, "name", 0},
-    {"capitalize", f_capitalize, "", 0},
-    {"center", f_center, "width", 0},
+    {"capitalize", f_capitalize, "", JB_MARKUP},
+    {"center", f_center, "width", JB_MARKUP},
     {"count", f_length, "", 0},
     {"d", f_default, "default_value boolean", 0},
     {"default", f_default, "default_value boolean", 0},
@@ -806,14 +851,14 @@ static const jbuiltin filters[] = {
     {"first", f_first, "", 0},
     {"float", f_float, "default", 0},
     {"format", f_format, "*", JB_KWARGS},
-    {"indent", f_indent, "width first blank", 0},
+    {"indent", f_indent, "width first blank", JB_MARKUP},
     {"int", f_int, "default base", 0},
     {"items", f_items, "", 0},
     {"join", f_join, "d attribute", 0},
     {"last", f_last, "", 0},
     {"length", f_length, "", 0},
     {"list", f_list, "", 0},
-    {"lower", f_lower, "", 0},
+    {"lower", f_lower, "", JB_MARKUP},
     {"map", f_map, "*", JB_KWARGS},
     {"max", f_max, "case_sensitive attribute", 0},
     {"min", f_min, "case_sensitive attribute", 0},
@@ -826,14 +871,14 @@ static const jbuiltin filters[] = {
     {"select", f_select, "*", 0},
     {"selectattr", f_selectattr, "*", 0},
     {"sort", f_sort, "reverse case_sensitive attribute", 0},
-    {"string", f_string, "", 0},
+    {"string", f_string, "", JB_MARKUP},
     {"sum", f_sum, "attribute start", 0},
     {"title", f_title, "", 0},
     {"tojson", f_tojson, "ensure_ascii indent separators sort_keys", 0},
-    {"trim", f_trim, "chars", 0},
+    {"trim", f_trim, "chars", JB_MARKUP},
     {"truncate", f_truncate, "length killwords end leeway", 0},
     {"unique", f_unique, "case_sensitive attribute", 0},
-    {"upper", f_upper, "", 0},
+    {"upper", f_upper, "", JB_MARKUP},
     {"wordcount", f_wordcount, "", 0},
 };
 

@@ -12,10 +12,18 @@
 /* ---- values (jinja_value.c) -------------------------------------------- */
 
 void jstr_scan(jstr *s);
-void jdict_clear(jdict *d);
 void jtrack_link(jtrack *head, jtrack *t, int kind);
 void jtrack_unlink(jtrack *t);
 enum { JT_NS = 1, JT_SCOPE, JT_LOOP };
+
+/* Heap objects other than strings carry a jgc tagged with their type. */
+enum { GC_LIST = 1, GC_DICT, GC_FUNC, GC_SCOPE, GC_LOOP };
+/* Drops one reference (*RC) of the object behind G, freeing iteratively. */
+void jgc_release(jgc *g, int32_t *rc);
+/* Drops everything the object holds but keeps it (breaks cycles). */
+void jgc_clear(jgc *g);
+/* Recursion bound for printing and comparing nested values. */
+#define JV_MAX_NEST 200
 
 /* Undefined values remember why they are undefined (jv.why / jv.s). */
 enum { JU_NAME = 0, JU_ATTR, JU_ELEM, JU_UNSAFE, JU_UNIMPL, JU_MSG };
@@ -116,16 +124,22 @@ struct jinja_tpl {
 
 /* ---- evaluation (jinja_eval.c) ---------------------------------------- */
 
+#define JSCOPE_INLINE 4
+
 typedef struct jscope {
+    jgc gc;
     jtrack tr;
     int32_t rc;
     struct jscope *parent;
     size_t n, cap;
-    jstr **names;
+    jstr **names;          /* point at the inline arrays until they grow */
     jv *vals;
+    jstr *names_in[JSCOPE_INLINE];
+    jv vals_in[JSCOPE_INLINE];
 } jscope;
 
 typedef struct jloop {
+    jgc gc;
     jtrack tr;
     int32_t rc;
     jlist *items;          /* what is iterated (after the loop filter) */
@@ -140,6 +154,7 @@ typedef struct jloop {
 enum { JF_BUILTIN, JF_METHOD, JF_MACRO, JF_LOOP };
 
 struct jfunc {
+    jgc gc;
     int32_t rc;
     uint8_t kind;
     const jbuiltin *b;     /* JF_BUILTIN / JF_METHOD */
@@ -149,7 +164,6 @@ struct jfunc {
     jloop *loop;           /* JF_LOOP */
 };
 
-void jfunc_free(jfunc *f);
 const char *jfunc_type_name(const jfunc *f);
 void jfunc_write(jbuf *b, const jfunc *f);
 
@@ -164,6 +178,7 @@ typedef struct jctx {
     struct tm now;
     sl_err *err;
     int status;            /* 0, -1 or JINJA_UNSUPPORTED once failed */
+    jstr *name_loop, *name_varargs, *name_kwargs, *name_caller;   /* immortal */
 } jctx;
 
 /* Records the first error (at node N's position) and returns -1. */
@@ -231,7 +246,7 @@ int jattr_path(jctx *c, const jnode *n, jv item, jv attr, jv *out);
 int jsort(jctx *c, const jnode *n, jlist *items, jlist *keys, bool fold_case, bool reverse);
 
 /* str % args (printf-style formatting). */
-int jstr_format_percent(jctx *c, const jnode *n, const jstr *fmt, jv args, jv *out);
+int jstr_format_percent(jctx *c, const jnode *n, jv fmt, jv args, jv *out);
 /* Lower-cased copy (malloc'd, refcount 1), or NULL when out of memory. */
 jstr *jstr_lower(const jstr *s);
 
@@ -254,7 +269,11 @@ struct jbuiltin {
     uint8_t flags;
 };
 enum { JB_KWARGS = 1,     /* takes arbitrary keyword arguments (raw->kwn) */
-       JB_UNSAFE = 2 };   /* a mutating method the immutable sandbox refuses */
+       JB_UNSAFE = 2,     /* a mutating method the immutable sandbox refuses */
+       JB_MARKUP = 4 };   /* keeps a Markup operand Markup (markupsafe's wrapped str methods) */
+
+/* HTML escaping as markupsafe.escape does it. */
+void jhtml_escape(jbuf *b, const char *s, size_t len);
 
 const jbuiltin *jfind_filter(const char *name, size_t len);
 const jbuiltin *jfind_test(const char *name, size_t len);

@@ -146,7 +146,8 @@ bool jis_word_char(uint32_t cp)
          : k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
 }
 
-/* Case mapping of S; MODE: 1 upper, -1 lower, 2 Python title, 3 capitalize. */
+/* Case mapping of S; MODE: 1 upper, -1 lower, 2 Python title, 3 capitalize,
+ * 4 swapcase. */
 static int map_case(jctx *c, const jnode *n, const jstr *s, int mode, jv *out)
 {
     jbuf b = {.max = c->lim.max_output};
@@ -154,7 +155,8 @@ static int map_case(jctx *c, const jnode *n, const jstr *s, int mode, jv *out)
     for (size_t i = 0; i < s->len;) {
         uint32_t cp;
         size_t k = ju_decode(s->s + i, s->len - i, &cp);
-        int dir = mode == 1 ? 1 : mode == -1 ? -1 : mode == 2 ? (prev_cased ? -1 : 1) : (first ? 1 : -1);
+        int dir = mode == 1 ? 1 : mode == -1 ? -1 : mode == 2 ? (prev_cased ? -1 : 1) : mode == 3 ? (first ? 1 : -1)
+                : utf8proc_category((utf8proc_int32_t)cp) == UTF8PROC_CATEGORY_LL ? 1 : -1;
         if (k == 1 && cp >= 0x80) jbuf_put(&b, s->s + i, 1);   /* invalid byte: unchanged */
         else jcase_put(&b, cp, dir);
         prev_cased = is_cased(cp);
@@ -210,6 +212,7 @@ M(m_upper) { (void)a; return map_case(c, n, self.s, 1, out); }
 M(m_lower) { (void)a; return map_case(c, n, self.s, -1, out); }
 M(m_title) { (void)a; return map_case(c, n, self.s, 2, out); }
 M(m_capitalize) { (void)a; return map_case(c, n, self.s, 3, out); }
+M(m_swapcase) { (void)a; return map_case(c, n, self.s, 4, out); }
 
 static bool in_chars(uint32_t cp, const jstr *chars)
 {
@@ -407,7 +410,16 @@ M(m_replace)
     int64_t count = -1;
     if (given(a->p[2]) && jarg_int(c, n, a->p[2], "count", &count)) return -1;
     const jstr *s = self.s, *old = a->p[0].s, *rep = a->p[1].s;
-    jbuf b = {.max = c->lim.max_output};
+    jbuf b = {.max = c->lim.max_output}, esc = {.max = c->lim.max_output};
+    jstr *escaped = NULL;
+    if (self.uk && !a->p[1].uk) {
+        /* Markup.replace escapes the replacement */
+        jhtml_escape(&esc, rep->s, rep->len);
+        escaped = jstr_new(esc.p ? esc.p : "", esc.n);
+        jbuf_free(&esc);
+        if (!escaped) return jerr(c, n, "out of memory");
+        rep = escaped;
+    }
     size_t pos = 0;
     int64_t done = 0;
     if (!old->len) {
@@ -420,6 +432,7 @@ M(m_replace)
             jbuf_put(&b, s->s + i, k);
             i += k;
         }
+        free(escaped);
         return jmake_str(c, n, &b, out);
     }
     while ((count < 0 || done < count) && !b.over) {
@@ -431,6 +444,7 @@ M(m_replace)
         done++;
     }
     jbuf_put(&b, s->s + pos, s->len - pos);
+    free(escaped);
     return jmake_str(c, n, &b, out);
 }
 
@@ -787,8 +801,13 @@ static int pct_number(jctx *c, const jnode *n, jbuf *b, char conv, const char *f
             return 0;
         }
         char t = conv == 'i' || conv == 'u' ? 'd' : conv;
-        snprintf(fmt, sizeof fmt, "%%%s*.*ll%c", flags, t);
-        jbuf_printf(b, fmt, width, prec < 0 ? 1 : prec, (long long)i);
+        if (prec < 0) {
+            snprintf(fmt, sizeof fmt, "%%%s*ll%c", flags, t);
+            jbuf_printf(b, fmt, width, (long long)i);
+        } else {
+            snprintf(fmt, sizeof fmt, "%%%s*.*ll%c", flags, t);
+            jbuf_printf(b, fmt, width, prec, (long long)i);
+        }
         return 0;
     }
     double d = v.k == JV_FLOAT ? v.f : v.k == JV_BOOL ? v.b : (double)v.i;
@@ -797,11 +816,18 @@ static int pct_number(jctx *c, const jnode *n, jbuf *b, char conv, const char *f
     return 0;
 }
 
-static int pct_text(jctx *c, const jnode *n, jbuf *b, char conv, bool left, int width, int prec, jv v)
+static int pct_text(jctx *c, const jnode *n, jbuf *b, char conv, bool left, int width, int prec, jv v, bool esc)
 {
     jbuf t = {.max = c->lim.max_output};
     if (conv == 's') jv_write_str(&t, v);
     else jv_write_repr(&t, v);
+    if (esc && !(v.k == JV_STR && v.uk && conv == 's')) {
+        /* a Markup format string escapes what it formats */
+        jbuf e = {.max = c->lim.max_output};
+        jhtml_escape(&e, t.p ? t.p : "", t.n);
+        jbuf_free(&t);
+        t = e;
+    }
     size_t len = t.n, ncp = t.p ? cp_count(t.p, t.n) : 0;
     if (prec >= 0 && (size_t)prec < ncp) {
         size_t off = 0;
@@ -822,7 +848,7 @@ static int pct_text(jctx *c, const jnode *n, jbuf *b, char conv, bool left, int 
 }
 
 /* One conversion after '%' at F[*I]. */
-static int pct_one(jctx *c, const jnode *n, const jstr *f, size_t *ip, pct_args *pa, jbuf *b)
+static int pct_one(jctx *c, const jnode *n, const jstr *f, size_t *ip, pct_args *pa, jbuf *b, bool esc)
 {
     size_t i = *ip;
     jv v = jv_undef();
@@ -853,13 +879,15 @@ static int pct_one(jctx *c, const jnode *n, const jstr *f, size_t *ip, pct_args 
     }
     if (width > 4096 || prec > 4096) return jerr(c, n, "format width or precision too large");
     if (v.k == JV_UNDEF && !pa->map && pct_next(c, n, pa, &v)) return -1;
-    if (conv == 's' || conv == 'r' || conv == 'a') return pct_text(c, n, b, conv == 'a' ? 'r' : conv, strchr(flags, '-'), width, prec, v);
+    if (conv == 's' || conv == 'r' || conv == 'a')
+        return pct_text(c, n, b, conv == 'a' ? 'r' : conv, strchr(flags, '-'), width, prec, v, esc);
     if (strchr("diuxXoceEfFgG", conv)) return pct_number(c, n, b, conv, flags, width, prec, v);
     return jerr(c, n, "unsupported format character '%c'", conv);
 }
 
-int jstr_format_percent(jctx *c, const jnode *n, const jstr *fmt, jv args, jv *out)
+int jstr_format_percent(jctx *c, const jnode *n, jv fmtv, jv args, jv *out)
 {
+    const jstr *fmt = fmtv.s;
     pct_args pa = {0};
     if (args.k == JV_LIST && args.l->tuple) {
         pa.args = args.l->v;
@@ -877,7 +905,7 @@ int jstr_format_percent(jctx *c, const jnode *n, const jstr *fmt, jv args, jv *o
         i += run;
         if (i >= fmt->len) break;
         i++;
-        if (pct_one(c, n, fmt, &i, &pa, &b)) {
+        if (pct_one(c, n, fmt, &i, &pa, &b, fmtv.uk)) {
             jbuf_free(&b);
             return -1;
         }
@@ -886,7 +914,9 @@ int jstr_format_percent(jctx *c, const jnode *n, const jstr *fmt, jv args, jv *o
         jbuf_free(&b);
         return jerr(c, n, "not all arguments converted during string formatting");
     }
-    return jmake_str(c, n, &b, out);
+    if (jmake_str(c, n, &b, out)) return -1;
+    out->uk = fmtv.uk;
+    return 0;
 }
 
 /* ---- dict, list and loop methods ----------------------------------------- */
@@ -1000,26 +1030,27 @@ M(m_changed)
 }
 
 static const jbuiltin str_methods[] = {
-    {"capitalize", m_capitalize, "", 0}, {"center", m_center, "width fillchar", 0},
+    {"capitalize", m_capitalize, "", JB_MARKUP}, {"center", m_center, "width fillchar", JB_MARKUP},
     {"count", m_count, "sub start end", 0}, {"endswith", m_endswith, "suffix start end", 0},
     {"find", m_find, "sub start end", 0}, {"format", m_format, "*", JB_KWARGS},
     {"index", m_index, "sub start end", 0}, {"isalnum", m_isalnum, "", 0},
     {"isalpha", m_isalpha, "", 0}, {"isascii", m_isascii, "", 0}, {"isdecimal", m_isdigit, "", 0},
     {"isdigit", m_isdigit, "", 0}, {"islower", m_islower, "", 0}, {"isnumeric", m_isnumeric, "", 0},
     {"isspace", m_isspace, "", 0}, {"isupper", m_isupper, "", 0}, {"join", m_join, "iterable", 0},
-    {"ljust", m_ljust, "width fillchar", 0}, {"lower", m_lower, "", 0}, {"lstrip", m_lstrip, "chars", 0},
+    {"ljust", m_ljust, "width fillchar", JB_MARKUP}, {"lower", m_lower, "", JB_MARKUP}, {"lstrip", m_lstrip, "chars", JB_MARKUP},
     {"partition", m_partition, "sep", 0}, {"removeprefix", m_removeprefix, "prefix", 0},
-    {"removesuffix", m_removesuffix, "suffix", 0}, {"replace", m_replace, "old new count", 0},
+    {"removesuffix", m_removesuffix, "suffix", 0}, {"replace", m_replace, "old new count", JB_MARKUP},
     {"rfind", m_rfind, "sub start end", 0}, {"rindex", m_rindex, "sub start end", 0},
-    {"rjust", m_rjust, "width fillchar", 0}, {"rpartition", m_rpartition, "sep", 0},
-    {"rsplit", m_rsplit, "sep maxsplit", 0}, {"rstrip", m_rstrip, "chars", 0},
+    {"rjust", m_rjust, "width fillchar", JB_MARKUP}, {"rpartition", m_rpartition, "sep", 0},
+    {"rsplit", m_rsplit, "sep maxsplit", 0}, {"rstrip", m_rstrip, "chars", JB_MARKUP},
     {"split", m_split, "sep maxsplit", 0}, {"splitlines", m_splitlines, "keepends", 0},
-    {"startswith", m_startswith, "prefix start end", 0}, {"strip", m_strip, "chars", 0},
-    {"title", m_title, "", 0}, {"upper", m_upper, "", 0}, {"zfill", m_zfill, "width", 0},
+    {"startswith", m_startswith, "prefix start end", 0}, {"strip", m_strip, "chars", JB_MARKUP},
+    {"swapcase", m_swapcase, "", JB_MARKUP},
+    {"title", m_title, "", JB_MARKUP}, {"upper", m_upper, "", JB_MARKUP}, {"zfill", m_zfill, "width", JB_MARKUP},
 };
 static const char *const str_unimpl[] = {
     "casefold", "encode", "expandtabs", "format_map", "isidentifier", "isprintable", "istitle", "maketrans",
-    "swapcase", "translate", NULL,
+    "translate", NULL,
 };
 
 static const jbuiltin dict_methods[] = {

@@ -23,6 +23,11 @@ typedef struct {
     int depth;
     int loop_depth;      /* enclosing for loops (break / continue) */
     uint8_t *mflags;     /* flags of the macro being parsed */
+    const char *const *ends;   /* end tags the innermost open block waits for */
+    bool soft;           /* inside an if-block or conditional expression */
+    const jnode *unknown;      /* first filter/test that does not exist outside one */
+    uint32_t open_pos[MAX_PARSE_DEPTH + 2];   /* positions of open block tags */
+    int nopen;
 } parser;
 
 typedef struct {
@@ -204,13 +209,20 @@ static jnode *parse_primary(parser *P);
 static jnode *parse_postfix(parser *P, jnode *n);
 static jnode *parse_tuple(parser *P, bool simplified, bool with_condexpr, const char *end1, bool parens);
 
+/* Jinja only insists on a filter or test existing at compile time outside
+ * if-blocks and conditional expressions; inside them a missing one fails
+ * when (and only if) it runs (P->soft; P->unknown keeps the first hard one). */
 static jnode *parse_condexpr(parser *P)
 {
+    const jnode *unknown_before = P->unknown;
+    bool saved = P->soft;
     jnode *e = parse_or(P);
     while (e && is_name(P, "if")) {
         jnode *c = node(P, N_COND, cur(P)->pos);
         adv(P);
         if (!c) return NULL;
+        if (!unknown_before) P->unknown = NULL;   /* the operand before "if" is soft too */
+        P->soft = true;
         c->b = e;
         c->a = parse_or(P);
         if (!c->a) return NULL;
@@ -223,6 +235,7 @@ static jnode *parse_condexpr(parser *P)
         }
         e = c;
     }
+    P->soft = saved;
     return e;
 }
 
@@ -437,9 +450,7 @@ static jnode *parse_filter(parser *P, jnode *operand, bool start_inline)
         jnode *f = node(P, N_FILTER, cur(P)->pos);
         if (!f || !parse_dotted_name(P, f)) return NULL;
         f->fn = jfind_filter(f->name->s, f->name->len);
-        if (!f->fn)
-            return unsupported(P, f->pos, "unsupported template feature: filter '%s' (no filter of that name)",
-                               f->name->s);
+        if (!f->fn && !P->soft && !P->unknown) P->unknown = f;
         f->a = operand;
         if (is_op(P, OP_LPAREN) && !parse_call_args(P, f)) return NULL;
         operand = f;
@@ -456,7 +467,7 @@ static jnode *parse_test(parser *P, jnode *operand)
     jnode *t = node(P, N_TEST, pos);
     if (!t || !parse_dotted_name(P, t)) return NULL;
     t->fn = jfind_test(t->name->s, t->name->len);
-    if (!t->fn) return unsupported(P, pos, "unsupported template feature: test '%s' (no test of that name)", t->name->s);
+    if (!t->fn && !P->soft && !P->unknown) P->unknown = t;
     t->a = operand;
     const jtok *c = cur(P);
     if (is_op(P, OP_LPAREN)) {
@@ -758,10 +769,30 @@ static jnode *parse_tuple(parser *P, bool simplified, bool with_condexpr, const 
 /* ---- statements -------------------------------------------------------- */
 
 static bool subparse(parser *P, const char *const *ends, nvec *body);
+static bool subparse_loop(parser *P, const char *const *ends, nvec *body);
+
+static bool parse_body_in(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n, bool soft);
+static bool parse_body_raw(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n);
 
 /* Statement header done: expects "%}", then the body up to one of ENDS
  * into *V / *N.  With DROP the end tag's name is consumed. */
 static bool parse_body(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n)
+{
+    return parse_body_in(P, ends, drop, v, n, false);
+}
+
+/* SOFT: the body stays in the enclosing frame (if-blocks); other blocks
+ * get an inner frame, where missing filters are compile errors again. */
+static bool parse_body_in(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n, bool soft)
+{
+    bool saved = P->soft;
+    if (!soft) P->soft = false;
+    bool ok = parse_body_raw(P, ends, drop, v, n);
+    P->soft = saved;
+    return ok;
+}
+
+static bool parse_body_raw(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n)
 {
     nvec body = {0};
     if (!expect_kind(P, T_BLOCK_END) || !subparse(P, ends, &body)) {
@@ -814,9 +845,11 @@ static jnode *parse_if(parser *P)
     static const char *const endif[] = {"endif", NULL};
     jnode *top = node(P, N_IF, cur(P)->pos), *n = top;
     adv(P);
+    bool saved = P->soft;
+    P->soft = true;
     while (n) {
         n->a = parse_tuple(P, false, false, NULL, false);
-        if (!n->a || !parse_body(P, ends, false, &n->v, &n->nv)) return NULL;
+        if (!n->a || !parse_body_in(P, ends, false, &n->v, &n->nv, true)) return NULL;
         if (is_name(P, "elif")) {
             jnode *e = node(P, N_IF, cur(P)->pos);
             adv(P);
@@ -828,12 +861,13 @@ static jnode *parse_if(parser *P)
         }
         if (is_name(P, "else")) {
             adv(P);
-            if (!parse_body(P, endif, true, &n->w, &n->nw)) return NULL;
+            if (!parse_body_in(P, endif, true, &n->w, &n->nw, true)) return NULL;
         } else {
             adv(P);   /* endif */
         }
         break;
     }
+    P->soft = saved;
     return top;
 }
 
@@ -1008,7 +1042,7 @@ static jnode *parse_scope_block(parser *P, const char *end)
     const char *ends[] = {end, NULL};
     jnode *n = node(P, N_SCOPE, cur(P)->pos);
     adv(P);
-    return n && parse_body(P, ends, true, &n->v, &n->nv) ? n : NULL;
+    return n && parse_body_in(P, ends, true, &n->v, &n->nv, true) ? n : NULL;
 }
 
 static jnode *parse_loop_control(parser *P, jnode_kind k)
@@ -1017,6 +1051,17 @@ static jnode *parse_loop_control(parser *P, jnode_kind k)
     jnode *n = node(P, k, cur(P)->pos);
     adv(P);
     return n;
+}
+
+/* " (expected 'elif', 'else' or 'endif')" for the innermost open block. */
+static void expected_tags(const char *const *ends, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (!ends) return;
+    size_t k = (size_t)snprintf(buf, cap, " (expected ");
+    for (int i = 0; ends[i] && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s'%s'", i == 0 ? "" : ends[i + 1] ? ", " : " or ", ends[i]);
+    if (k < cap) snprintf(buf + k, cap - k, ")");
 }
 
 static jnode *parse_statement(parser *P)
@@ -1028,6 +1073,7 @@ static jnode *parse_statement(parser *P)
     char buf[80];
     if (t->k != T_NAME) return fail(P, t->pos, "tag name expected, got '%s'", describe(t, buf, sizeof buf));
     if (!enter(P)) return NULL;
+    P->open_pos[P->nopen++] = t->pos;
     jnode *n = NULL;
     if (is_name(P, "if")) n = parse_if(P);
     else if (is_name(P, "for")) n = parse_for(P);
@@ -1042,9 +1088,12 @@ static jnode *parse_statement(parser *P)
     else {
         for (int i = 0; unsup[i]; i++)
             if (is_name(P, unsup[i]))
-                return unsupported(P, t->pos, "unsupported template feature: {%% %s %%}", unsup[i]);
-        n = fail(P, t->pos, "unknown tag '%s'", describe(t, buf, sizeof buf));
+                n = unsupported(P, t->pos, "unsupported template feature: {%% %s %%}", unsup[i]);
+        char want[160];
+        expected_tags(P->ends, want, sizeof want);
+        if (!P->rc) n = fail(P, t->pos, "unknown tag '%s'%s", describe(t, buf, sizeof buf), want);
     }
+    P->nopen--;
     P->depth--;
     return n;
 }
@@ -1077,11 +1126,25 @@ static bool subparse_data(parser *P, nvec *body)
  * with ENDS NULL, the end of the template. */
 static bool subparse(parser *P, const char *const *ends, nvec *body)
 {
+    const char *const *saved = P->ends;
+    P->ends = ends;
+    bool ok = subparse_loop(P, ends, body);
+    P->ends = saved;
+    return ok;
+}
+
+static bool subparse_loop(parser *P, const char *const *ends, nvec *body)
+{
     for (;;) {
         const jtok *t = cur(P);
         if (t->k == T_EOF) {
             if (!ends) return true;
-            fail(P, t->pos, "unexpected end of template: expected '{%% %s %%}'", ends[0]);
+            char want[160];
+            int line = 0, col = 0;
+            expected_tags(ends, want, sizeof want);
+            if (P->nopen) jinja_linecol(P->src, P->len, P->open_pos[P->nopen - 1], &line, &col);
+            fail(P, t->pos, "unexpected end of template: the block opened at line %d, column %d is not closed%s",
+                 line, col, want);
             return false;
         }
         bool ok;
@@ -1140,6 +1203,10 @@ int jinja_parse(jinja_tpl **out, const char *src, size_t len, sl_err *err)
     parser P = {.t = toks, .n = ntok, .a = &t->arena, .src = t->src, .len = t->len, .err = err};
     nvec body = {0};
     if (subparse(&P, NULL, &body)) t->body = vfinish(&P, &body, &t->nbody);
+    if (!P.rc && P.unknown)
+        unsupported(&P, P.unknown->pos, "unsupported template feature: %s '%s' (no %s of that name)",
+                    P.unknown->kind == N_FILTER ? "filter" : "test", P.unknown->name->s,
+                    P.unknown->kind == N_FILTER ? "filter" : "test");
     free(body.p);
     free(toks);
     if (P.rc) {

@@ -78,45 +78,148 @@ jv jv_ref(jv v)
     return v;
 }
 
-static void jlist_free(jlist *l)
+static void push_zero(jgc **head, jgc *g, int32_t *rc)
 {
-    for (size_t i = 0; i < l->n; i++) jv_drop(l->v[i]);
-    free(l->v);
-    free(l);
+    if (--*rc == 0) {
+        g->next = *head;
+        *head = g;
+    }
 }
 
-void jdict_clear(jdict *d)
+static void drop_str(jstr *s)
 {
-    /* detach first: dropping an item can re-enter this dict through a cycle */
+    if (s && s->rc > 0 && --s->rc == 0) free(s);
+}
+
+static void release_jv(jv v, jgc **head)
+{
+    switch (v.k) {
+    case JV_STR: case JV_UNDEF: drop_str(v.s); break;
+    case JV_LIST: push_zero(head, &v.l->gc, &v.l->rc); break;
+    case JV_DICT: push_zero(head, &v.d->gc, &v.d->rc); break;
+    case JV_FUNC: push_zero(head, &v.fn->gc, &v.fn->rc); break;
+    default: break;
+    }
+}
+
+static void clear_list(jlist *l, jgc **head)
+{
+    size_t n = l->n;
+    jv *v = l->v;
+    l->n = l->cap = 0;
+    l->v = NULL;
+    for (size_t i = 0; i < n; i++) release_jv(v[i], head);
+    free(v);
+}
+
+static void clear_dict(jdict *d, jgc **head)
+{
     size_t n = d->n;
     jv *k = d->k, *v = d->v;
     d->n = d->cap = 0;
     d->k = d->v = NULL;
     for (size_t i = 0; i < n; i++) {
-        jv_drop(k[i]);
-        jv_drop(v[i]);
+        release_jv(k[i], head);
+        release_jv(v[i], head);
     }
     free(k);
     free(v);
 }
 
-static void jdict_free(jdict *d)
+static void clear_scope(jscope *s, jgc **head)
 {
-    jtrack_unlink(&d->tr);
-    jdict_clear(d);
-    free(d);
+    size_t n = s->n;
+    jstr **names = s->names;
+    jv *vals = s->vals;
+    jscope *parent = s->parent;
+    s->n = s->cap = 0;
+    s->names = NULL;
+    s->vals = NULL;
+    s->parent = NULL;
+    for (size_t i = 0; i < n; i++) {
+        drop_str(names[i]);
+        release_jv(vals[i], head);
+    }
+    if (names != s->names_in) free(names);
+    if (vals != s->vals_in) free(vals);
+    if (parent) push_zero(head, &parent->gc, &parent->rc);
+}
+
+static void clear_func(jfunc *f, jgc **head)
+{
+    jv self = f->self;
+    jscope *scope = f->scope;
+    jloop *loop = f->loop;
+    f->self = jv_undef();
+    f->scope = NULL;
+    f->loop = NULL;
+    release_jv(self, head);
+    if (scope) push_zero(head, &scope->gc, &scope->rc);
+    if (loop) push_zero(head, &loop->gc, &loop->rc);
+}
+
+static void clear_loop(jloop *L, jgc **head)
+{
+    jlist *items = L->items;
+    jscope *scope = L->scope;
+    jv changed = L->changed;
+    L->items = NULL;
+    L->scope = NULL;
+    L->changed = jv_undef();
+    if (items) push_zero(head, &items->gc, &items->rc);
+    if (scope) push_zero(head, &scope->gc, &scope->rc);
+    release_jv(changed, head);
+}
+
+static void clear_object(jgc *g, jgc **head)
+{
+    switch (g->type) {
+    case GC_LIST: clear_list((jlist *)g, head); break;
+    case GC_DICT: clear_dict((jdict *)g, head); break;
+    case GC_FUNC: clear_func((jfunc *)g, head); break;
+    case GC_SCOPE: clear_scope((jscope *)g, head); break;
+    case GC_LOOP: clear_loop((jloop *)g, head); break;
+    default: break;
+    }
+}
+
+static void free_object(jgc *g)
+{
+    if (g->type == GC_DICT) jtrack_unlink(&((jdict *)g)->tr);
+    if (g->type == GC_SCOPE) jtrack_unlink(&((jscope *)g)->tr);
+    if (g->type == GC_LOOP) jtrack_unlink(&((jloop *)g)->tr);
+    free(g);
+}
+
+static void run_frees(jgc *head)
+{
+    while (head) {
+        jgc *g = head;
+        head = g->next;
+        clear_object(g, &head);
+        free_object(g);
+    }
+}
+
+void jgc_release(jgc *g, int32_t *rc)
+{
+    jgc *head = NULL;
+    push_zero(&head, g, rc);
+    run_frees(head);
+}
+
+void jgc_clear(jgc *g)
+{
+    jgc *head = NULL;
+    clear_object(g, &head);
+    run_frees(head);
 }
 
 void jv_drop(jv v)
 {
-    switch (v.k) {
-    case JV_STR: if (v.s->rc > 0 && --v.s->rc == 0) free(v.s); break;
-    case JV_UNDEF: if (v.s && v.s->rc > 0 && --v.s->rc == 0) free(v.s); break;
-    case JV_LIST: if (--v.l->rc == 0) jlist_free(v.l); break;
-    case JV_DICT: if (--v.d->rc == 0) jdict_free(v.d); break;
-    case JV_FUNC: if (--v.fn->rc == 0) jfunc_free(v.fn); break;
-    default: break;
-    }
+    jgc *head = NULL;
+    release_jv(v, &head);
+    run_frees(head);
 }
 
 void jtrack_link(jtrack *head, jtrack *t, int kind)
@@ -198,6 +301,7 @@ jlist *jlist_new(size_t cap)
 {
     jlist *l = calloc(1, sizeof *l);
     if (!l) return NULL;
+    l->gc.type = GC_LIST;
     l->rc = 1;
     if (cap) {
         l->v = malloc(cap * sizeof *l->v);
@@ -229,7 +333,10 @@ int jlist_push(jlist *l, jv v)
 jdict *jdict_new(void)
 {
     jdict *d = calloc(1, sizeof *d);
-    if (d) d->rc = 1;
+    if (d) {
+        d->gc.type = GC_DICT;
+        d->rc = 1;
+    }
     return d;
 }
 
@@ -313,9 +420,21 @@ static bool num_eq(jv a, jv b)
     return x == y;
 }
 
+static bool eq_depth(jv a, jv b, int depth, long *budget);
+
 bool jv_eq(jv a, jv b)
 {
+    long budget = 1L << 20;
+    return eq_depth(a, b, 0, &budget);
+}
+
+/* Deeper than JV_MAX_NEST or more than a million items (only reachable
+ * through cycles or values built to be absurd) compares unequal instead of
+ * recursing on. */
+static bool eq_depth(jv a, jv b, int depth, long *budget)
+{
     if (is_num(a) && is_num(b)) return num_eq(a, b);
+    if (depth > JV_MAX_NEST || --*budget < 0) return false;
     if (a.k != b.k) return false;
     switch (a.k) {
     case JV_UNDEF: case JV_NONE: return true;
@@ -324,14 +443,14 @@ bool jv_eq(jv a, jv b)
         if (a.l == b.l) return true;
         if (a.l->tuple != b.l->tuple || a.l->gen || b.l->gen || a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_eq(a.l->v[i], b.l->v[i])) return false;
+            if (!eq_depth(a.l->v[i], b.l->v[i], depth + 1, budget)) return false;
         return true;
     case JV_DICT:
         if (a.d == b.d) return true;
         if (a.d->ns || b.d->ns || a.d->n != b.d->n) return false;
         for (size_t i = 0; i < a.d->n; i++) {
             const jv *o = jdict_get(b.d, a.d->k[i]);
-            if (!o || !jv_eq(a.d->v[i], *o)) return false;
+            if (!o || !eq_depth(a.d->v[i], *o, depth + 1, budget)) return false;
         }
         return true;
     case JV_FUNC: return a.fn == b.fn;
@@ -490,7 +609,9 @@ static void write_str_repr(jbuf *b, const jstr *s)
     jbuf_putc(b, q);
 }
 
-static void write_seq(jbuf *b, const jlist *l)
+static void repr_depth(jbuf *b, jv v, int depth);
+
+static void write_seq(jbuf *b, const jlist *l, int depth)
 {
     if (l->gen) {
         jbuf_put(b, "<generator object>", 18);
@@ -499,29 +620,36 @@ static void write_seq(jbuf *b, const jlist *l)
     jbuf_putc(b, l->tuple ? '(' : '[');
     for (size_t i = 0; i < l->n; i++) {
         if (i) jbuf_put(b, ", ", 2);
-        jv_write_repr(b, l->v[i]);
+        repr_depth(b, l->v[i], depth + 1);
     }
     if (l->tuple && l->n == 1) jbuf_putc(b, ',');
     jbuf_putc(b, l->tuple ? ')' : ']');
 }
 
-static void write_dict(jbuf *b, const jdict *d)
+static void write_dict(jbuf *b, const jdict *d, int depth)
 {
     if (d->ns) jbuf_put(b, "<Namespace ", 11);
     jbuf_putc(b, '{');
     for (size_t i = 0; i < d->n; i++) {
         if (i) jbuf_put(b, ", ", 2);
-        jv_write_repr(b, d->k[i]);
+        repr_depth(b, d->k[i], depth + 1);
         jbuf_put(b, ": ", 2);
-        jv_write_repr(b, d->v[i]);
+        repr_depth(b, d->v[i], depth + 1);
     }
     jbuf_putc(b, '}');
     if (d->ns) jbuf_putc(b, '>');
 }
 
-void jv_write_repr(jbuf *b, jv v)
+void jv_write_repr(jbuf *b, jv v) { repr_depth(b, v, 0); }
+
+/* Nesting beyond JV_MAX_NEST (cycles through namespaces) prints "...". */
+static void repr_depth(jbuf *b, jv v, int depth)
 {
     if (b->over) return;
+    if (depth > JV_MAX_NEST && (v.k == JV_LIST || v.k == JV_DICT)) {
+        jbuf_put(b, "...", 3);
+        return;
+    }
     switch (v.k) {
     case JV_UNDEF: jbuf_put(b, "Undefined", 9); break;
     case JV_NONE: jbuf_put(b, "None", 4); break;
@@ -529,8 +657,8 @@ void jv_write_repr(jbuf *b, jv v)
     case JV_INT: jbuf_printf(b, "%lld", (long long)v.i); break;
     case JV_FLOAT: jv_write_float(b, v.f); break;
     case JV_STR: write_str_repr(b, v.s); break;
-    case JV_LIST: write_seq(b, v.l); break;
-    case JV_DICT: write_dict(b, v.d); break;
+    case JV_LIST: write_seq(b, v.l, depth); break;
+    case JV_DICT: write_dict(b, v.d, depth); break;
     case JV_FUNC: jfunc_write(b, v.fn); break;
     }
 }
