@@ -52,32 +52,14 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
     weighted_sum(a, s, n, out, lanes);
 }
 
-/* ggml_compute_forward_flash_attn_ext_f16_one_chunk for one query row. */
+/* One query of ggml's one-chunk flash attention (attn_simd.c). */
 static void attn_flash(const attn_src *a, const float *q, int n, float *out, float *tmp)
 {
-    int dk = a->dk, dv = a->dv;
     uint16_t *q16 = (uint16_t *)tmp;
-    uint16_t *acc = q16 + ((dk + 31) & ~31);
-    for (int i = 0; i < dk; i++) q16[i] = fp32_to_fp16(q[i]);
-    memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
-    const uint16_t *k = a->k, *v = a->v;
-    float S = 0.0f, M = -INFINITY;
-    for (int p = 0; p < n; p++) {
-        float s = a->op->dot_f16(k + (size_t)p * a->k_stride, q16, dk) * a->scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-            float mold = M;
-            M = s;
-            ms = expf(mold - M);
-            a->op->scale_f16(acc, ms, dv);
-        } else {
-            vs = expf(s - M);
-        }
-        a->op->mad_f16(acc, v + (size_t)p * a->v_stride, vs, dv);
-        S = fmaf(S, ms, vs); /* contracted in ggml-cpu */
-    }
-    float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
+    uint16_t *acc = q16 + ((a->dk + 31) & ~31);
+    float *work = tmp + ((((a->dk + 31) & ~31) + ((a->dv + 31) & ~31)) / 2);
+    for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+    a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
@@ -95,8 +77,10 @@ size_t attn_tmp_floats(const sl_session *s)
         dv = (size_t)hp->n_lora_kv;
     }
     size_t n16 = ((size_t)s->n_ctx + 15) & ~(size_t)15;
-    /* scores, 16 lanes of values, q in f16 (and, for flash, the f16 accumulator) */
-    return n16 + 16 * dv + dk + dv + 64;
+    /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
+     * accumulator in f16, then scores and the two expf factors */
+    size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
+    return (soft > flash ? soft : flash) + 64;
 }
 
 void kv_store(const sl_session *s, void *dst, const float *src, int n)

@@ -2,6 +2,7 @@
 #include "arch/attn_simd.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
@@ -89,9 +90,46 @@ static void tree_rows(float *out, const float *lanes, int n)
     }
 }
 
+/* ggml_compute_forward_flash_attn_ext_f16_one_chunk for one query row:
+ * online softmax with libm expf, the f16 value accumulator rescaled on
+ * every new maximum, the sum updated with a fused multiply-add (as GCC
+ * contracts it in ggml-cpu). */
+void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride,
+                        const uint16_t *q16, int dk, int dv, int n, float scale, float *out, uint16_t *acc,
+                        float *work)
+{
+    (void)work;
+    memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
+    float S = 0.0f, M = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        float s = ops->dot_f16(k + (size_t)p * k_stride, q16, dk) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            float mold = M;
+            M = s;
+            ms = expf(mold - M);
+            ops->scale_f16(acc, ms, dv);
+        } else {
+            vs = expf(s - M);
+        }
+        ops->mad_f16(acc, v + (size_t)p * v_stride, vs, dv);
+        S = fmaf(S, ms, vs);
+    }
+    float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
+}
+
+static const attn_simd scalar;
+
+static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
+                  int dv, int n, float scale, float *out, uint16_t *acc, float *work)
+{
+    attn_flash_generic(&scalar, k, k_stride, v, v_stride, q16, dk, dv, n, scale, out, acc, work);
+}
+
 static const attn_simd scalar = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows,
+    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
 };
 
 const attn_simd *attn_simd_for(sl_isa isa)

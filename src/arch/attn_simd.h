@@ -5,6 +5,7 @@
 #ifndef SLUICE_ATTN_SIMD_H
 #define SLUICE_ATTN_SIMD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/pool.h"
@@ -25,12 +26,21 @@ typedef struct {
     void (*axpy_f16)(float *lane, const uint16_t *v, float w, int n);
     /* out[i] = 16-lane tree of lanes[l * n + i], l = 0..15 */
     void (*tree_rows)(float *out, const float *lanes, int n);
+    /* One query row of ggml's one-chunk flash attention over f16 keys and
+     * values (positions 0..n-1, strides in elements): out[dv].  acc is
+     * scratch of dv halves, work of 3n floats. */
+    void (*flash)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
+                  int dk, int dv, int n, float scale, float *out, uint16_t *acc, float *work);
 } attn_simd;
 
 const attn_simd *attn_simd_for(sl_isa isa);
 
-/* The scalar helpers the ISA files share for tails. */
+/* The scalar helpers the ISA files share for tails and fallbacks. */
 float attn_tree16(const float *l);
 float attn_dot_f32_tail(const float *x, const float *y, int np, int n, float sum);
+/* The flash loop written with the primitives of OPS. */
+void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride,
+                        const uint16_t *q16, int dk, int dv, int n, float scale, float *out, uint16_t *acc,
+                        float *work);
 
 #endif

@@ -2,6 +2,7 @@
  * conversions are exact or round to nearest even like fp32_to_fp16; FMAs
  * are correctly rounded like fmaf), so results are identical. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "arch/attn_simd.h"
@@ -14,11 +15,10 @@ static __m512 ld16h_n(const uint16_t *p, int n)
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
 }
 
+/* GCC expands _mm512_reduce_add_ps to exactly attn_tree16's order. */
 static float tree(__m512 v)
 {
-    float l[16];
-    _mm512_storeu_ps(l, v);
-    return attn_tree16(l);
+    return _mm512_reduce_add_ps(v);
 }
 
 static float dot_f16(const uint16_t *x, const uint16_t *y, int n)
@@ -132,9 +132,92 @@ static void tree_rows(float *out, const float *lanes, int n)
     }
 }
 
+static const attn_simd avx512;
+
+/* f32 -> f16 -> f32 in registers: the rounding ggml's f16 accumulator does. */
+static __m512 round16(__m512 x)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, CVT_RNE));
+}
+
+/* The value pass of flash(): acc = f16(acc * ms) on a new maximum, then
+ * acc = f16(v * vs + acc).  Inlined with a constant NV so the accumulator
+ * stays in registers. */
+static inline __attribute__((always_inline)) void accumulate(int nv, const uint16_t *v, size_t v_stride,
+                                                             const float *ms, const float *vs, int n, float S,
+                                                             float *out)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = _mm512_setzero_ps();
+    for (int p = 0; p < n; p++) {
+        const uint16_t *vp = v + (size_t)p * v_stride;
+        if (ms[p] != 1.0f) { /* a new maximum: rescale first (ms = 1 changes nothing) */
+            __m512 m = _mm512_set1_ps(ms[p]);
+        #pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_mul_ps(acc[j], m));
+        }
+        __m512 w = _mm512_set1_ps(vs[p]);
+    #pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_fmadd_ps(ld16h(vp + 16 * j), w, acc[j]));
+    }
+    __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+#pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(acc[j], inv));
+}
+
+/* attn_flash_generic reorganised for throughput, with the same arithmetic
+ * per position: all scores first (independent dot products), then the
+ * running maximum, the expf factors and the sum, then the f16 accumulator
+ * held in registers (dv a multiple of 16, at most 256).  WORK holds 3n
+ * floats. */
+static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
+                  int dv, int n, float scale, float *out, uint16_t *acc16, float *work)
+{
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024) {
+        attn_flash_generic(&avx512, k, k_stride, v, v_stride, q16, dk, dv, n, scale, out, acc16, work);
+        return;
+    }
+    int nv = dv / 16, nq = dk / 16;
+    float *sc = work, *ms = work + n, *vs = work + 2 * (size_t)n;
+    __m512 q[64];
+    for (int j = 0; j < nq; j++) q[j] = ld16h(q16 + 16 * j);
+    for (int p = 0; p < n; p++) {
+        const uint16_t *kp = k + (size_t)p * k_stride;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int j = 0; j < nq; j += 4) {
+            a0 = _mm512_fmadd_ps(ld16h(kp + 16 * j), q[j], a0);
+            a1 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 16), q[j + 1], a1);
+            a2 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 32), q[j + 2], a2);
+            a3 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 48), q[j + 3], a3);
+        }
+        sc[p] = tree(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3))) * scale;
+    }
+    float S = 0.0f, M = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        if (sc[p] > M) {
+            float mold = M;
+            M = sc[p];
+            ms[p] = expf(mold - M);
+            vs[p] = 1.0f;
+        } else {
+            ms[p] = 1.0f;
+            vs[p] = expf(sc[p] - M);
+        }
+        S = fmaf(S, ms[p], vs[p]);
+    }
+    switch (nv) {
+    case 1: accumulate(1, v, v_stride, ms, vs, n, S, out); break;
+    case 2: accumulate(2, v, v_stride, ms, vs, n, S, out); break;
+    case 4: accumulate(4, v, v_stride, ms, vs, n, S, out); break;
+    case 8: accumulate(8, v, v_stride, ms, vs, n, S, out); break;
+    default: accumulate(nv, v, v_stride, ms, vs, n, S, out); break;
+    }
+}
+
 static const attn_simd avx512 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows,
+    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
 };
 
 const attn_simd *attn_simd_avx512(void)
