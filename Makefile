@@ -28,7 +28,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench bench-kernels
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
 
 $(DEPS_OK): mk/deps.sh
@@ -79,6 +79,14 @@ $(BUILD)/bench_kernels: bench/bench_kernels.c $(BUILD)/libsluice.a
 
 bench-kernels: $(BUILD)/bench_kernels
 	./$(BUILD)/bench_kernels $(BENCH_ARGS)
+
+# Model benchmark (bench/bench_model.c): prefill and decode tokens/s.
+# BENCH_ARGS="models/tinymoe-q8_0.gguf -t 2".
+$(BUILD)/bench_model: bench/bench_model.c $(BUILD)/libsluice.a
+	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
+bench-model: $(BUILD)/bench_model
+	./$(BUILD)/bench_model $(or $(BENCH_ARGS),models/tinymoe-q8_0.gguf)
 
 clean:
 	rm -rf build build-asan

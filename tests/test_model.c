@@ -65,13 +65,15 @@ static void greedy_case(sl_model *m, const char *key, json_t *res)
 /* ------------------------------------------------- batch invariance */
 
 /* Logits of every position of TOKS evaluated in chunks of the given sizes
- * (cycled), with a pool of N threads (0: no pool). */
-static float *eval_chunks(sl_model *m, const int32_t *toks, int n, const int *chunks, int nthreads,
-                          const session_opts *so)
+ * (cycled), with a pool of N threads (0: no pool) on ISA path ISA (-1:
+ * the detected one). */
+static float *eval_chunks_isa(sl_model *m, const int32_t *toks, int n, const int *chunks, int nthreads,
+                              const session_opts *so, int isa)
 {
     int nv = model_n_vocab(m);
     float *all = malloc(sizeof(float) * (size_t)nv * (size_t)n);
     sl_pool *pool = nthreads ? pool_create(nthreads) : NULL;
+    if (pool && isa >= 0) pool_set_isa(pool, (sl_isa)isa);
     sl_session *s;
     sl_err err;
     if (session_create_opts(&s, m, 64, pool, so, &err)) {
@@ -96,6 +98,12 @@ static float *eval_chunks(sl_model *m, const int32_t *toks, int n, const int *ch
     return all;
 }
 
+static float *eval_chunks(sl_model *m, const int32_t *toks, int n, const int *chunks, int nthreads,
+                          const session_opts *so)
+{
+    return eval_chunks_isa(m, toks, n, chunks, nthreads, so, -1);
+}
+
 static void invariance_case(sl_model *m, const char *path, const int32_t *toks, int n, sl_kv_mode mode)
 {
     char name[200];
@@ -118,6 +126,12 @@ static void invariance_case(sl_model *m, const char *path, const int32_t *toks, 
     for (size_t i = 0; ref && i < sizeof runs / sizeof *runs; i++) {
         float *got = eval_chunks(m, toks, n, runs[i].chunks, runs[i].threads, &so);
         T_CHECK(got && memcmp(got, ref, bytes) == 0, "%s: logits differ from one prefill batch", runs[i].what);
+        free(got);
+    }
+    /* every ISA path (kernels and attention) gives the same bits */
+    for (int isa = SL_ISA_SCALAR; ref && isa <= (int)kernels_isa_detected(); isa++) {
+        float *got = eval_chunks_isa(m, toks, n, verify, 2, &so, isa);
+        T_CHECK(got && memcmp(got, ref, bytes) == 0, "%s path: logits differ", kernels_isa_name((sl_isa)isa));
         free(got);
     }
     free(ref);
@@ -253,6 +267,7 @@ int main(void)
         greedy_case(m, key, json_object_get(json_object_get(json_object_get(j, "models"), key), "results"));
         invariance_case(m, MODELS[k], toks, 24, SL_KV_F16_FLASH);
         invariance_case(m, MODELS[k], toks, 24, SL_KV_F32);
+        if (k == 1) invariance_case(m, MODELS[k], toks, 24, SL_KV_F16);
         model_free(m);
     }
     shuffled_case(MODELS[0], toks, 24);

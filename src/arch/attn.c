@@ -5,65 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-/* ------------------------------------------------ ggml's reductions */
-
-/* _mm512_reduce_add_ps as GCC expands it: halves, quarters, then pairs. */
-static float tree16(const float *l)
-{
-    float a[8], b[4];
-    for (int i = 0; i < 8; i++) a[i] = l[i + 8] + l[i];
-    for (int i = 0; i < 4; i++) b[i] = a[i + 4] + a[i];
-    return (b[0] + b[2]) + (b[1] + b[3]);
-}
-
-/* The 4 x 16-lane accumulators of ggml_vec_dot_* (AVX-512), folded as
- * GGML_F32x16_REDUCE does. */
-static float fold64(float acc[4][16])
-{
-    for (int l = 0; l < 16; l++) {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
-    }
-    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
-    return tree16(acc[0]);
-}
-
-/* ggml_vec_dot_f32: 64-wide blocks in 4x16 lanes, then a float tail.  As
- * compiled, the tail's whole groups of 8 and then of 4 are vectorised
- * (rounded products added in order) and only the last n % 4 use fused
- * multiply-adds. */
-static float dot_f32(const float *x, const float *y, int n)
-{
-    int np = n & ~63;
-    float acc[4][16] = {{0}};
-    for (int i = 0; i < np; i += 64)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
-    float sum = np ? fold64(acc) : 0.0f;
-    int c = n - np, plain = (c & ~7) + ((c & 7) >= 4 ? 4 : 0);
-    int i = np;
-    for (; i < np + plain; i++) sum = sum + x[i] * y[i];
-    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
-    return sum;
-}
-
-/* ggml_vec_dot_f16 (AVX-512 without FP16 arithmetic): products exact in
- * f32, 4x16 lanes, tail summed in double. */
-static float dot_f16(const uint16_t *x, const uint16_t *y, int n)
-{
-    int np = n & ~63;
-    float acc[4][16] = {{0}};
-    for (int i = 0; i < np; i += 64)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 16; l++) {
-                int k = i + 16 * j + l;
-                acc[j][l] = fmaf(fp16_to_fp32(x[k]), fp16_to_fp32(y[k]), acc[j][l]);
-            }
-    double sum = fold64(acc);
-    for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
-    return (float)sum;
-}
-
 /* ------------------------------------------------------ the kernel */
 
 /* Softmax of n scores as ggml_soft_max_ext does it over a KV length padded
@@ -75,41 +16,23 @@ static void softmax_padded(float *s, int n)
     op_softmax(s, n16);
 }
 
-/* sum_p w[p] * v_p[d] with position p in lane p % 16, then the lane tree:
- * the order of llamafile's sgemm for kqv. */
-static void weighted_sum_f32(const attn_src *a, const float *w, int n, float *out, float *lanes)
+/* sum_p w[p] * v_p with position p in lane p % 16, then the lane tree: the
+ * order of llamafile's sgemm for kqv.  With an f16 cache the weights are
+ * rounded to f16 first, as ggml converts src1 to V's type. */
+static void weighted_sum(const attn_src *a, const float *w, int n, float *out, float *lanes)
 {
     int dv = a->dv;
     memset(lanes, 0, sizeof(float) * 16 * (size_t)dv);
-    const float *v = a->v;
     for (int p = 0; p < n; p++) {
         float *acc = lanes + (size_t)(p & 15) * dv;
-        const float *vp = v + (size_t)p * a->v_stride;
-        for (int d = 0; d < dv; d++) acc[d] = fmaf(vp[d], w[p], acc[d]);
+        if (a->mode == SL_KV_F32) {
+            a->op->axpy_f32(acc, (const float *)a->v + (size_t)p * a->v_stride, w[p], dv);
+        } else {
+            float wp = fp16_to_fp32(fp32_to_fp16(w[p]));
+            a->op->axpy_f16(acc, (const uint16_t *)a->v + (size_t)p * a->v_stride, wp, dv);
+        }
     }
-    float l[16];
-    for (int d = 0; d < dv; d++) {
-        for (int i = 0; i < 16; i++) l[i] = lanes[(size_t)i * dv + d];
-        out[d] = tree16(l);
-    }
-}
-
-static void weighted_sum_f16(const attn_src *a, const float *w, int n, float *out, float *lanes)
-{
-    int dv = a->dv;
-    memset(lanes, 0, sizeof(float) * 16 * (size_t)dv);
-    const uint16_t *v = a->v;
-    for (int p = 0; p < n; p++) {
-        float *acc = lanes + (size_t)(p & 15) * dv;
-        const uint16_t *vp = v + (size_t)p * a->v_stride;
-        float wp = fp16_to_fp32(fp32_to_fp16(w[p]));
-        for (int d = 0; d < dv; d++) acc[d] = fmaf(fp16_to_fp32(vp[d]), wp, acc[d]);
-    }
-    float l[16];
-    for (int d = 0; d < dv; d++) {
-        for (int i = 0; i < 16; i++) l[i] = lanes[(size_t)i * dv + d];
-        out[d] = tree16(l);
-    }
+    a->op->tree_rows(out, lanes, dv);
 }
 
 static void attn_softmax(const attn_src *a, const float *q, int n, float *out, float *tmp)
@@ -118,45 +41,25 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
     float *s = tmp, *lanes = tmp + n16;
     if (a->mode == SL_KV_F32) {
         const float *k = a->k;
-        for (int p = 0; p < n; p++) s[p] = dot_f32(k + (size_t)p * a->k_stride, q, a->dk) * a->scale;
+        for (int p = 0; p < n; p++) s[p] = a->op->dot_f32(k + (size_t)p * a->k_stride, q, a->dk) * a->scale;
     } else {
         uint16_t *q16 = (uint16_t *)(lanes + 16 * (size_t)a->dv);
         for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
         const uint16_t *k = a->k;
-        for (int p = 0; p < n; p++) s[p] = dot_f16(k + (size_t)p * a->k_stride, q16, a->dk) * a->scale;
+        for (int p = 0; p < n; p++) s[p] = a->op->dot_f16(k + (size_t)p * a->k_stride, q16, a->dk) * a->scale;
     }
     softmax_padded(s, n);
-    if (a->mode == SL_KV_F32) weighted_sum_f32(a, s, n, out, lanes);
-    else weighted_sum_f16(a, s, n, out, lanes);
+    weighted_sum(a, s, n, out, lanes);
 }
 
-/* ggml_compute_forward_flash_attn_ext_f16_one_chunk for one query row. */
+/* One query of ggml's one-chunk flash attention (attn_simd.c). */
 static void attn_flash(const attn_src *a, const float *q, int n, float *out, float *tmp)
 {
-    int dk = a->dk, dv = a->dv;
     uint16_t *q16 = (uint16_t *)tmp;
-    uint16_t *acc = q16 + ((dk + 31) & ~31);
-    for (int i = 0; i < dk; i++) q16[i] = fp32_to_fp16(q[i]);
-    memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
-    const uint16_t *k = a->k, *v = a->v;
-    float S = 0.0f, M = -INFINITY;
-    for (int p = 0; p < n; p++) {
-        float s = dot_f16(k + (size_t)p * a->k_stride, q16, dk) * a->scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-            float mold = M;
-            M = s;
-            ms = expf(mold - M);
-            for (int d = 0; d < dv; d++) acc[d] = fp32_to_fp16(fp16_to_fp32(acc[d]) * ms);
-        } else {
-            vs = expf(s - M);
-        }
-        const uint16_t *vp = v + (size_t)p * a->v_stride;
-        for (int d = 0; d < dv; d++) acc[d] = fp32_to_fp16(fmaf(fp16_to_fp32(vp[d]), vs, fp16_to_fp32(acc[d])));
-        S = fmaf(S, ms, vs); /* contracted in ggml-cpu */
-    }
-    float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
+    uint16_t *acc = q16 + ((a->dk + 31) & ~31);
+    float *work = tmp + ((((a->dk + 31) & ~31) + ((a->dv + 31) & ~31)) / 2);
+    for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+    a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
@@ -174,8 +77,10 @@ size_t attn_tmp_floats(const sl_session *s)
         dv = (size_t)hp->n_lora_kv;
     }
     size_t n16 = ((size_t)s->n_ctx + 15) & ~(size_t)15;
-    /* scores, 16 lanes of values, q in f16 (and, for flash, the f16 accumulator) */
-    return n16 + 16 * dv + dk + dv + 64;
+    /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
+     * accumulator in f16, then scores and the two expf factors */
+    size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
+    return (soft > flash ? soft : flash) + 64;
 }
 
 void kv_store(const sl_session *s, void *dst, const float *src, int n)
@@ -208,7 +113,7 @@ static void gqa_task(void *ctx, int task, int thread)
     const sl_session *s = j->s;
     size_t elt = s->kv_elt;
     attn_src a = {
-        .mode = s->kv_mode, .dk = j->dk, .dv = j->dv,
+        .mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
         .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->k_row,
         .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->v_row,
         .scale = j->scale,

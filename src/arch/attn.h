@@ -13,10 +13,12 @@
 #ifndef SLUICE_ATTN_H
 #define SLUICE_ATTN_H
 
+#include "arch/attn_simd.h"
 #include "arch/sess.h"
 
 typedef struct {
     sl_kv_mode mode;
+    const attn_simd *op;
     int dk, dv;
     const void *k; /* key of position p at k + p * k_stride elements */
     size_t k_stride;

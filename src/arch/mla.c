@@ -64,7 +64,7 @@ static void mla_task(void *ctx, int task, int thread)
     const mla_job *j = ctx;
     const sl_session *s = j->s;
     int t = task / j->H;
-    attn_src a = {.mode = s->kv_mode, .dk = j->dk, .dv = j->dv,
+    attn_src a = {.mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
                   .k = j->kv->k, .k_stride = (size_t)j->kv->k_row,
                   .v = j->kv->k, .v_stride = (size_t)j->kv->k_row, .scale = j->scale};
     attn_one(&a, j->q + (size_t)task * j->dk, j->pos0 + t + 1, j->att + (size_t)task * j->dv,

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
+#include "arch/attn_simd.h"
 
 /* One micro-batch: T consecutive tokens at positions pos0 .. pos0+T-1. */
 struct batch {
@@ -42,7 +43,8 @@ struct sl_session {
     void *scr[SCR_COUNT];
     size_t scr_cap[SCR_COUNT];
     sl_act act[ACT_COUNT];
-    float *thr_tmp; /* per-thread attention scratch */
+    const attn_simd *aop; /* attention inner loops for the pool's ISA */
+    float *thr_tmp;       /* per-thread attention scratch */
     size_t thr_tmp_n;
 };
 

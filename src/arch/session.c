@@ -86,6 +86,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->pool = pool;
     s->n_threads = pool_threads(pool);
     s->kv_mode = mode;
+    s->aop = attn_simd_for(pool_isa(pool));
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
     if (alloc_kv(s, err)) goto fail;
