@@ -110,6 +110,15 @@ static void test_greedy(void)
     T_CHECK(sampler_argmax(b, 3) == 1, "argmax %d", sampler_argmax(b, 3));
     const float c[] = {7.0f};
     T_CHECK(sampler_argmax(c, 1) == 0, "single");
+    enum { N = 1003 }; /* not a multiple of 8: a tail after the lanes */
+    float d[N];
+    fill_logits(d, N, 5);
+    d[1002] = 9.0f;
+    T_CHECK(sampler_argmax(d, N) == 1002, "max in the tail: %d", sampler_argmax(d, N));
+    d[501] = d[13] = 9.5f; /* equal maxima in different lanes */
+    T_CHECK(sampler_argmax(d, N) == 13, "tie across lanes: %d", sampler_argmax(d, N));
+    d[5] = NAN;
+    T_CHECK(sampler_argmax(d, N) == 13, "a NaN logit changed the argmax: %d", sampler_argmax(d, N));
     sampler_params sp = params(0.0f, 40, 0.95f, 0.05f);
     sl_sampler *s;
     sl_err err;
