@@ -40,8 +40,27 @@ const char *model_arch(const sl_model *m);
 int32_t model_n_vocab(const sl_model *m);
 int32_t model_n_ctx_train(const sl_model *m);
 
+int32_t model_n_layer(const sl_model *m);
+int32_t model_n_embd(const sl_model *m);
+int32_t model_n_expert(const sl_model *m); /* routed experts per MoE layer, 0 if dense */
+
+/* KV cache precision and attention algorithm, as llama.cpp's context
+ * parameters type_k/type_v and flash_attn choose them (see docs/ARCH.md). */
+typedef enum {
+    SL_KV_F16_FLASH = 0, /* f16 cache, flash attention: llama.cpp's CPU default */
+    SL_KV_F32 = 1,       /* f32 cache, softmax attention (type_k = type_v = f32, no flash attn) */
+    SL_KV_F16 = 2,       /* f16 cache, softmax attention (flash attn off) */
+} sl_kv_mode;
+
+typedef struct {
+    sl_kv_mode kv_mode;
+} session_opts;
+
 /* n_ctx: KV capacity in tokens (<= 0: the model's training context). */
 int session_create(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, sl_err *err);
+/* Same with options (NULL: defaults, i.e. session_create). */
+int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, const session_opts *opts,
+                        sl_err *err);
 void session_free(sl_session *s);
 int32_t session_pos(const sl_session *s);   /* tokens held in the KV cache */
 int32_t session_n_ctx(const sl_session *s);

@@ -18,6 +18,9 @@ static const command COMMANDS[] = {
     {"tokenize", cmd_tokenize, "print the token ids of a text (as llama-tokenize)"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"pack", cmd_pack, "copy a model's routed experts into a multi-drive pack"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
+    {"bench", cmd_bench, "measure prompt and generation speed (like llama-bench)"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,150 @@
+/* Internal model representation shared by model.c, the per-architecture
+ * files and the compute blocks (attention, MLA, FFN, MoE).  Nothing here is
+ * public: callers use model.h. */
+#ifndef SLUICE_ARCH_H
+#define SLUICE_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/model.h"
+#include "arch/rope.h"
+#include "experts/layout.h"
+#include "experts/provider.h"
+
+typedef enum { ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_DEEPSEEK2 } arch_id;
+
+/* Router gating, numbered as llama.cpp's llama_expert_gating_func_type. */
+typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
+
+/* Hyperparameters, read as llama.cpp reads them (names follow llama_hparams). */
+typedef struct {
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer;
+    int32_t n_head, n_head_kv, n_embd_head_k, n_embd_head_v, n_rot, n_ff;
+    float rms_eps;
+
+    /* RoPE, already resolved the way llama_context resolves its cparams. */
+    rope_params rope;
+
+    /* MoE (n_expert == 0: dense) */
+    int32_t n_expert, n_expert_used, n_expert_groups, n_group_used;
+    int32_t n_ff_exp, n_expert_shared, n_layer_dense_lead;
+    float expert_weights_scale;
+    bool expert_weights_norm;
+    gating_func gating;
+
+    /* MLA (deepseek2) */
+    int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+
+    float kq_scale; /* attention scale applied to q.k */
+} hparams;
+
+/* One layer's weights.  Matrices with data == NULL are absent; 1-D tensors
+ * (norms, biases) are converted to f32 at load and NULL when absent. */
+typedef struct {
+    const float *attn_norm, *ffn_norm;
+
+    /* standard attention */
+    sl_mat wq, wk, wv, wqkv, wo;
+    const float *bq, *bk, *bv, *bqkv, *bo;
+    const float *q_norm, *k_norm;
+
+    /* MLA attention */
+    sl_mat wq_a, wq_b, wkv_a, wk_b, wv_b;
+    const float *q_a_norm, *kv_a_norm;
+
+    /* dense FFN; sh_* is the shared expert of an MoE layer */
+    sl_mat ffn_gate, ffn_up, ffn_down;
+    const float *b_gate, *b_up, *b_down;
+    sl_mat sh_gate, sh_up, sh_down;
+
+    /* MoE: router, selection bias, and the geometry of one routed expert
+     * (type and shape; data comes from the provider per expert). */
+    bool moe;
+    sl_mat router;
+    const float *exp_probs_b;
+    sl_mat x_gate, x_up, x_down;
+    int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
+} layer_w;
+
+struct sl_session;
+typedef struct sl_session sl_session;
+typedef struct batch batch;
+
+typedef struct {
+    const char *name;
+    arch_id id;
+    /* Reads the arch-specific keys (the common ones are read by model.c). */
+    int (*load_hparams)(sl_model *m, sl_err *err);
+    /* Binds and loads every tensor, checking presence, type and shape. */
+    int (*load_tensors)(sl_model *m, sl_err *err);
+    /* Runs layer IL over the batch: reads and updates the residual stream. */
+    int (*layer)(sl_session *s, int il, const batch *b, sl_err *err);
+} arch_ops;
+
+struct sl_model {
+    gguf_file *g;
+    sl_vocab *vocab;
+    const arch_ops *ops;
+    hparams hp;
+
+    const float *output_norm;
+    sl_mat tok_embd, output;
+    const float *rope_freqs;
+
+    layer_w *layers;
+    expert_layout xl;
+    expert_provider *provider;
+    bool own_provider;
+
+    /* every buffer allocated for the spine, freed with the model */
+    void **bufs;
+    size_t n_bufs, cap_bufs;
+};
+
+/* ---- key reading (model.c) ---- */
+
+/* "<arch>.<suffix>" into buf. */
+const char *arch_key(const sl_model *m, const char *suffix, char *buf, size_t cap);
+/* Return 0 when found or optional-and-absent (out untouched), -1 on error
+ * (missing required key or a value of the wrong type / range). */
+int key_u32(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
+int key_f32(const sl_model *m, const char *suffix, float *out, bool required, sl_err *err);
+int key_bool(const sl_model *m, const char *suffix, bool *out, bool required, sl_err *err);
+/* Key that may be a scalar or a per-layer array; arrays must be uniform. */
+int key_u32_or_arr(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
+
+/* ---- tensor binding (model.c) ---- */
+
+enum { T_OPTIONAL = 1 };
+
+/* Binds "blk.IL.NAME" (IL < 0: NAME as is) as a matrix of ne0 x ne1 (ne1 = 1
+ * with ne0 only is not allowed here: use bind_vec).  Returns 0 on success
+ * (absent optional tensors leave w->data NULL), -1 with a message naming the
+ * tensor, the expected and the actual shape, or the unsupported type. */
+int bind_mat(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int64_t ne1, int flags, sl_err *err);
+/* Binds a 3-D tensor {ne0, ne1, ne2} as N matrices of ne0 x ne1 laid out one
+ * after another; w describes the first one (its data points at slice 0). */
+int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, int flags,
+              sl_err *err);
+/* Binds a 1-D tensor of n elements, converted to f32. */
+int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, int flags, sl_err *err);
+/* Checks a routed-expert tensor {ne0, ne1, n_expert} without loading it and
+ * records its geometry in x and its part index (from the expert layout). */
+int bind_experts(sl_model *m, sl_mat *x, int *part, int il, const char *name, int64_t ne0, int64_t ne1, int flags,
+                 sl_err *err);
+/* token_embd, output_norm and output (tied to token_embd when absent). */
+int bind_io(sl_model *m, sl_err *err);
+
+/* Tensor groups shared between architectures: q/k/v (fused or separate,
+ * optional biases; llama.c), router + routed experts (llama.c), qwen3's
+ * attention with per-head norms (qwen3.c). */
+int bind_qkv(sl_model *m, layer_w *L, int il, sl_err *err);
+int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
+int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
+
+/* ---- per-architecture tables ---- */
+extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2;
+
+#endif

@@ -1,0 +1,205 @@
+/* Attention kernel (ggml's CPU arithmetic, see attn.h) and the standard
+ * GQA attention block. */
+#include "arch/attn.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------ the kernel */
+
+/* Softmax of n scores as ggml_soft_max_ext does it over a KV length padded
+ * to 16 (the padding holds -inf, i.e. masked cells, and contributes 0). */
+static void softmax_padded(float *s, int n)
+{
+    int n16 = (n + 15) & ~15;
+    for (int p = n; p < n16; p++) s[p] = -INFINITY;
+    op_softmax(s, n16);
+}
+
+/* sum_p w[p] * v_p with position p in lane p % 16, then the lane tree: the
+ * order of llamafile's sgemm for kqv.  With an f16 cache the weights are
+ * rounded to f16 first, as ggml converts src1 to V's type. */
+static void weighted_sum(const attn_src *a, const float *w, int n, float *out, float *lanes)
+{
+    int dv = a->dv;
+    memset(lanes, 0, sizeof(float) * 16 * (size_t)dv);
+    for (int p = 0; p < n; p++) {
+        float *acc = lanes + (size_t)(p & 15) * dv;
+        if (a->mode == SL_KV_F32) {
+            a->op->axpy_f32(acc, (const float *)a->v + (size_t)p * a->v_stride, w[p], dv);
+        } else {
+            float wp = fp16_to_fp32(fp32_to_fp16(w[p]));
+            a->op->axpy_f16(acc, (const uint16_t *)a->v + (size_t)p * a->v_stride, wp, dv);
+        }
+    }
+    a->op->tree_rows(out, lanes, dv);
+}
+
+static void attn_softmax(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    int n16 = (n + 15) & ~15;
+    float *s = tmp, *lanes = tmp + n16;
+    if (a->mode == SL_KV_F32) {
+        const float *k = a->k;
+        for (int p = 0; p < n; p++) s[p] = a->op->dot_f32(k + (size_t)p * a->k_stride, q, a->dk) * a->scale;
+    } else {
+        uint16_t *q16 = (uint16_t *)(lanes + 16 * (size_t)a->dv);
+        for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+        const uint16_t *k = a->k;
+        for (int p = 0; p < n; p++) s[p] = a->op->dot_f16(k + (size_t)p * a->k_stride, q16, a->dk) * a->scale;
+    }
+    softmax_padded(s, n);
+    weighted_sum(a, s, n, out, lanes);
+}
+
+/* One query of ggml's one-chunk flash attention (attn_simd.c). */
+static void attn_flash(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    uint16_t *q16 = (uint16_t *)tmp;
+    uint16_t *acc = q16 + ((a->dk + 31) & ~31);
+    float *work = tmp + ((((a->dk + 31) & ~31) + ((a->dv + 31) & ~31)) / 2);
+    for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+    a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
+}
+
+void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
+{
+    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, n, out, tmp);
+    else attn_softmax(a, q, n, out, tmp);
+}
+
+size_t attn_tmp_floats(const sl_session *s)
+{
+    const hparams *hp = &s->m->hp;
+    size_t dk = (size_t)hp->n_embd_head_k, dv = (size_t)hp->n_embd_head_v;
+    if (s->m->ops->id == ARCH_DEEPSEEK2) {
+        dk = (size_t)hp->n_lora_kv + (size_t)hp->n_rot;
+        dv = (size_t)hp->n_lora_kv;
+    }
+    size_t n16 = ((size_t)s->n_ctx + 15) & ~(size_t)15;
+    /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
+     * accumulator in f16, then scores and the two expf factors */
+    size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
+    return (soft > flash ? soft : flash) + 64;
+}
+
+void kv_store(const sl_session *s, void *dst, const float *src, int n)
+{
+    if (s->kv_mode == SL_KV_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    uint16_t *d = dst;
+    for (int i = 0; i < n; i++) d[i] = fp32_to_fp16(src[i]);
+}
+
+/* ------------------------------------------------------- GQA block */
+
+typedef struct {
+    sl_session *s;
+    const kv_layer *kv;
+    const float *q; /* T x (H * dk) */
+    float *att;     /* T x (H * dv) */
+    int H, Hkv, dk, dv;
+    int32_t pos0;
+    float scale;
+} gqa_job;
+
+static void gqa_task(void *ctx, int task, int thread)
+{
+    const gqa_job *j = ctx;
+    int t = task / j->H, h = task % j->H;
+    int kvh = h / (j->H / j->Hkv);
+    const sl_session *s = j->s;
+    size_t elt = s->kv_elt;
+    attn_src a = {
+        .mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
+        .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->k_row,
+        .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->v_row,
+        .scale = j->scale,
+    };
+    float *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
+    attn_one(&a, j->q + ((size_t)t * j->H + h) * j->dk, j->pos0 + t + 1, j->att + ((size_t)t * j->H + h) * j->dv,
+             tmp);
+}
+
+/* Q, K, V projections (fused or separate, with optional biases); the input
+ * is converted once when the three weights share a vec_dot type. */
+static int qkv_proj(sl_session *s, const layer_w *L, const float *xn, int T, float *q, float *k, float *v, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    int64_t nq = (int64_t)hp->n_head * hp->n_embd_head_k, nk = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
+    int64_t nv = (int64_t)hp->n_head_kv * hp->n_embd_head_v;
+    sl_act *a = &s->act[ACT_A];
+    if (L->wqkv.data) {
+        float *qkv = scr_get(s, SCR_T1, (size_t)T * (nq + nk + nv) * sizeof(float), err);
+        if (!qkv || linear(s, a, &L->wqkv, L->bqkv, xn, T, qkv, err)) return -1;
+        for (int t = 0; t < T; t++) {
+            const float *r = qkv + (size_t)t * (nq + nk + nv);
+            memcpy(q + t * nq, r, sizeof(float) * nq);
+            memcpy(k + t * nk, r + nq, sizeof(float) * nk);
+            memcpy(v + t * nv, r + nq + nk, sizeof(float) * nv);
+        }
+        return 0;
+    }
+    if (act_prepare(a, L->wq.type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+    matmul(&L->wq, a, q, (size_t)nq, s->pool);
+    const sl_mat *kv[2] = {&L->wk, &L->wv};
+    float *dst[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        const sl_act *use = a;
+        if (kernels_vec_dot_type(kv[i]->type) != a->vtype) {
+            sl_act *b = &s->act[ACT_B];
+            if (act_prepare(b, kv[i]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+            use = b;
+        }
+        matmul(kv[i], use, dst[i], (size_t)kv[i]->ne1, s->pool);
+    }
+    if (L->bq) add_bias(q, L->bq, T, nq);
+    if (L->bk) add_bias(k, L->bk, T, nk);
+    if (L->bv) add_bias(v, L->bv, T, nv);
+    return 0;
+}
+
+/* Per-head RMS norm (qwen3's q_norm / k_norm) then RoPE, in place. */
+static void norm_rope_heads(const hparams *hp, float *x, int T, int nh, const float *norm, const batch *b, float *tmp)
+{
+    int dk = hp->n_embd_head_k;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            float *xh = x + ((size_t)t * nh + h) * dk;
+            if (norm) {
+                op_rms_norm(tmp, xh, norm, dk, hp->rms_eps);
+                memcpy(xh, tmp, sizeof(float) * (size_t)dk);
+            }
+            rope_apply(&hp->rope, b->rope + (size_t)t * hp->n_rot, xh);
+        }
+}
+
+int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
+{
+    const sl_model *m = s->m;
+    const hparams *hp = &m->hp;
+    const layer_w *L = &m->layers[il];
+    int T = b->T, H = hp->n_head, Hkv = hp->n_head_kv, dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
+    float *q = scr_get(s, SCR_Q, (size_t)T * H * dk * sizeof(float), err);
+    float *k = scr_get(s, SCR_K, (size_t)T * Hkv * dk * sizeof(float), err);
+    float *v = scr_get(s, SCR_V, (size_t)T * Hkv * dv * sizeof(float), err);
+    float *att = scr_get(s, SCR_ATT, (size_t)T * H * dv * sizeof(float), err);
+    float *tmp = scr_get(s, SCR_T2, (size_t)dk * sizeof(float), err);
+    if (!q || !k || !v || !att || !tmp) return -1;
+    if (qkv_proj(s, L, xn, T, q, k, v, err)) return -1;
+    norm_rope_heads(hp, q, T, H, L->q_norm, b, tmp);
+    norm_rope_heads(hp, k, T, Hkv, L->k_norm, b, tmp);
+
+    const kv_layer *kv = &s->kv[il];
+    for (int t = 0; t < T; t++) {
+        size_t p = (size_t)(b->pos0 + t);
+        kv_store(s, (char *)kv->k + p * kv->k_row * s->kv_elt, k + (size_t)t * Hkv * dk, Hkv * dk);
+        kv_store(s, (char *)kv->v + p * kv->v_row * s->kv_elt, v + (size_t)t * Hkv * dv, Hkv * dv);
+    }
+    gqa_job j = {.s = s, .kv = kv, .q = q, .att = att, .H = H, .Hkv = Hkv, .dk = dk, .dv = dv,
+                 .pos0 = b->pos0, .scale = hp->kq_scale};
+    run_tasks(s, T * H, gqa_task, &j);
+    return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
+}

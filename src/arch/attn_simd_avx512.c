@@ -1,0 +1,226 @@
+/* AVX-512 attention inner loops: the same arithmetic as attn_simd.c (F16C
+ * conversions are exact or round to nearest even like fp32_to_fp16; FMAs
+ * are correctly rounded like fmaf), so results are identical. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "arch/attn_simd.h"
+
+#define CVT_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+static __m512 ld16h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static __m512 ld16h_n(const uint16_t *p, int n)
+{
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
+}
+
+/* GCC expands _mm512_reduce_add_ps to exactly attn_tree16's order. */
+static float tree(__m512 v)
+{
+    return _mm512_reduce_add_ps(v);
+}
+
+static float dot_f16(const uint16_t *x, const uint16_t *y, int n)
+{
+    int np = n & ~63;
+    double sum = 0.0;
+    if (np) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < np; i += 64) {
+            a0 = _mm512_fmadd_ps(ld16h(x + i), ld16h(y + i), a0);
+            a1 = _mm512_fmadd_ps(ld16h(x + i + 16), ld16h(y + i + 16), a1);
+            a2 = _mm512_fmadd_ps(ld16h(x + i + 32), ld16h(y + i + 32), a2);
+            a3 = _mm512_fmadd_ps(ld16h(x + i + 48), ld16h(y + i + 48), a3);
+        }
+        sum = tree(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    }
+    for (int i = np; i < n; i++) {
+        float a = _cvtsh_ss(x[i]), b = _cvtsh_ss(y[i]);
+        sum += (double)(a * b);
+    }
+    return (float)sum;
+}
+
+static float dot_f32(const float *x, const float *y, int n)
+{
+    int np = n & ~63;
+    float sum = 0.0f;
+    if (np) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < np; i += 64) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+        }
+        sum = tree(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    }
+    return attn_dot_f32_tail(x, y, np, n, sum);
+}
+
+static void mad_f16(uint16_t *acc, const uint16_t *v, float s, int n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 r = _mm512_fmadd_ps(ld16h(v + i), vs, ld16h(acc + i));
+        _mm256_storeu_si256((__m256i *)(acc + i), _mm512_cvtps_ph(r, CVT_RNE));
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_fmadd_ps(ld16h_n(v + i, n - i), vs, ld16h_n(acc + i, n - i));
+        _mm256_mask_storeu_epi16(acc + i, k, _mm512_cvtps_ph(r, CVT_RNE));
+    }
+}
+
+static void scale_f16(uint16_t *acc, float s, int n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(acc + i), _mm512_cvtps_ph(_mm512_mul_ps(ld16h(acc + i), vs), CVT_RNE));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(acc + i, k, _mm512_cvtps_ph(_mm512_mul_ps(ld16h_n(acc + i, n - i), vs), CVT_RNE));
+    }
+}
+
+static void axpy_f32(float *lane, const float *v, float w, int n)
+{
+    __m512 vw = _mm512_set1_ps(w);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(lane + i, _mm512_fmadd_ps(_mm512_loadu_ps(v + i), vw, _mm512_loadu_ps(lane + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, v + i), vw, _mm512_maskz_loadu_ps(k, lane + i));
+        _mm512_mask_storeu_ps(lane + i, k, r);
+    }
+}
+
+static void axpy_f16(float *lane, const uint16_t *v, float w, int n)
+{
+    __m512 vw = _mm512_set1_ps(w);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(lane + i, _mm512_fmadd_ps(ld16h(v + i), vw, _mm512_loadu_ps(lane + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_fmadd_ps(ld16h_n(v + i, n - i), vw, _mm512_maskz_loadu_ps(k, lane + i));
+        _mm512_mask_storeu_ps(lane + i, k, r);
+    }
+}
+
+/* out[i] = tree over the 16 rows: row pairs (l, l+8), then (l, l+4), then
+ * (0,2), (1,3), then the last pair, exactly attn_tree16 per column. */
+static void tree_rows(float *out, const float *lanes, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 r[16];
+        for (int l = 0; l < 16; l++) r[l] = _mm512_loadu_ps(lanes + (size_t)l * n + i);
+        for (int l = 0; l < 8; l++) r[l] = _mm512_add_ps(r[l + 8], r[l]);
+        for (int l = 0; l < 4; l++) r[l] = _mm512_add_ps(r[l + 4], r[l]);
+        __m512 t = _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
+        _mm512_storeu_ps(out + i, t);
+    }
+    for (; i < n; i++) {
+        float l[16];
+        for (int k = 0; k < 16; k++) l[k] = lanes[(size_t)k * n + i];
+        out[i] = attn_tree16(l);
+    }
+}
+
+static const attn_simd avx512;
+
+/* f32 -> f16 -> f32 in registers: the rounding ggml's f16 accumulator does. */
+static __m512 round16(__m512 x)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, CVT_RNE));
+}
+
+/* The value pass of flash(): acc = f16(acc * ms) on a new maximum, then
+ * acc = f16(v * vs + acc).  Inlined with a constant NV so the accumulator
+ * stays in registers. */
+static inline __attribute__((always_inline)) void accumulate(int nv, const uint16_t *v, size_t v_stride,
+                                                             const float *ms, const float *vs, int n, float S,
+                                                             float *out)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = _mm512_setzero_ps();
+    for (int p = 0; p < n; p++) {
+        const uint16_t *vp = v + (size_t)p * v_stride;
+        if (ms[p] != 1.0f) { /* a new maximum: rescale first (ms = 1 changes nothing) */
+            __m512 m = _mm512_set1_ps(ms[p]);
+        #pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_mul_ps(acc[j], m));
+        }
+        __m512 w = _mm512_set1_ps(vs[p]);
+    #pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_fmadd_ps(ld16h(vp + 16 * j), w, acc[j]));
+    }
+    __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+#pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(acc[j], inv));
+}
+
+/* attn_flash_generic reorganised for throughput, with the same arithmetic
+ * per position: all scores first (independent dot products), then the
+ * running maximum, the expf factors and the sum, then the f16 accumulator
+ * held in registers (dv a multiple of 16, at most 256).  WORK holds 3n
+ * floats. */
+static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
+                  int dv, int n, float scale, float *out, uint16_t *acc16, float *work)
+{
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024) {
+        attn_flash_generic(&avx512, k, k_stride, v, v_stride, q16, dk, dv, n, scale, out, acc16, work);
+        return;
+    }
+    int nv = dv / 16, nq = dk / 16;
+    float *sc = work, *ms = work + n, *vs = work + 2 * (size_t)n;
+    __m512 q[64];
+    for (int j = 0; j < nq; j++) q[j] = ld16h(q16 + 16 * j);
+    for (int p = 0; p < n; p++) {
+        const uint16_t *kp = k + (size_t)p * k_stride;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int j = 0; j < nq; j += 4) {
+            a0 = _mm512_fmadd_ps(ld16h(kp + 16 * j), q[j], a0);
+            a1 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 16), q[j + 1], a1);
+            a2 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 32), q[j + 2], a2);
+            a3 = _mm512_fmadd_ps(ld16h(kp + 16 * j + 48), q[j + 3], a3);
+        }
+        sc[p] = tree(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3))) * scale;
+    }
+    float S = 0.0f, M = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        if (sc[p] > M) {
+            float mold = M;
+            M = sc[p];
+            ms[p] = expf(mold - M);
+            vs[p] = 1.0f;
+        } else {
+            ms[p] = 1.0f;
+            vs[p] = expf(sc[p] - M);
+        }
+        S = fmaf(S, ms[p], vs[p]);
+    }
+    switch (nv) {
+    case 1: accumulate(1, v, v_stride, ms, vs, n, S, out); break;
+    case 2: accumulate(2, v, v_stride, ms, vs, n, S, out); break;
+    case 4: accumulate(4, v, v_stride, ms, vs, n, S, out); break;
+    case 8: accumulate(8, v, v_stride, ms, vs, n, S, out); break;
+    default: accumulate(nv, v, v_stride, ms, vs, n, S, out); break;
+    }
+}
+
+static const attn_simd avx512 = {
+    .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
+    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
+};
+
+const attn_simd *attn_simd_avx512(void)
+{
+    return &avx512;
+}

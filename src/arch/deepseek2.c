@@ -1,0 +1,158 @@
+/* deepseek2: DeepSeek-V2/V3 and Kimi-K2.  MLA attention (q_lora / kv_lora,
+ * decoupled RoPE dims, YaRN), leading dense layers, then MoE layers with a
+ * shared expert, sigmoid or softmax gating, selection bias exp_probs_b,
+ * group-limited top-k, renormalisation and routed scaling. */
+#include <stdio.h>
+
+#include "arch/arch.h"
+#include "arch/block.h"
+#include "arch/ffn.h"
+#include "arch/mla.h"
+
+/* llama.cpp's "lite" detection (DeepSeek-V2-Lite and relatives): by layer
+ * count, such files have no q_lora and use attn_q directly. */
+static bool is_lite(const hparams *hp)
+{
+    return hp->n_layer == 27 || hp->n_layer == 26 || (hp->n_layer == 48 && hp->n_vocab == 128256);
+}
+
+static int check_gating(sl_model *m, int32_t g, sl_err *err)
+{
+    hparams *hp = &m->hp;
+    if (g == 0) {
+        /* absent: llama.cpp's default, softmax (GLM-4.7-Lite heuristic aside) */
+        bool glm = (hp->n_layer == 47 || hp->n_layer == 48) && hp->n_vocab == 154880;
+        g = glm ? GATING_SIGMOID : GATING_SOFTMAX;
+    }
+    if (g != GATING_SOFTMAX && g != GATING_SIGMOID)
+        return sl_errf(err, "%s: expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", m->g->path, g);
+    hp->gating = (gating_func)g;
+    return 0;
+}
+
+static int ds2_hparams(sl_model *m, sl_err *err)
+{
+    hparams *hp = &m->hp;
+    int32_t gating = 0;
+    if (key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true, err) ||
+        key_u32(m, "leading_dense_block_count", &hp->n_layer_dense_lead, false, err) ||
+        (!is_lite(hp) && key_u32(m, "attention.q_lora_rank", &hp->n_lora_q, true, err)) ||
+        key_u32(m, "attention.kv_lora_rank", &hp->n_lora_kv, true, err) ||
+        key_u32(m, "attention.key_length_mla", &hp->n_embd_head_k_mla, true, err) ||
+        key_u32(m, "attention.value_length_mla", &hp->n_embd_head_v_mla, true, err) ||
+        key_u32(m, "expert_feed_forward_length", &hp->n_ff_exp, true, err) ||
+        key_u32(m, "expert_shared_count", &hp->n_expert_shared, true, err) ||
+        key_f32(m, "expert_weights_scale", &hp->expert_weights_scale, false, err) ||
+        key_bool(m, "expert_weights_norm", &hp->expert_weights_norm, false, err) ||
+        key_u32(m, "expert_gating_func", &gating, false, err) || check_gating(m, gating, err))
+        return -1;
+    char key[160];
+    if (gguf_find(m->g, arch_key(m, "attention.temperature_scale", key, sizeof key)))
+        return sl_errf(err, "%s: '%s' (attention temperature tuning) is not supported", m->g->path, key);
+    if (hp->n_embd_head_k_mla - hp->n_rot < 1)
+        return sl_errf(err, "%s: key_length_mla %d leaves no non-rotary dims (rope.dimension_count %d)", m->g->path,
+                       hp->n_embd_head_k_mla, hp->n_rot);
+    if (hp->n_lora_kv < 1 || hp->n_embd_head_v_mla < 1)
+        return sl_errf(err, "%s: kv_lora_rank and value_length_mla must be positive", m->g->path);
+    if (hp->n_layer_dense_lead < hp->n_layer && hp->n_expert == 0)
+        return sl_errf(err, "%s: MoE layers need '%s'", m->g->path, arch_key(m, "expert_count", key, sizeof key));
+    hp->rope.mode = ROPE_MODE_NORM;
+    return 0;
+}
+
+static int ds2_attn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
+{
+    const hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, H = hp->n_head, kvl = hp->n_lora_kv, ql = hp->n_lora_q;
+    int64_t dk = hp->n_embd_head_k_mla, nope = dk - hp->n_rot, dv = hp->n_embd_head_v_mla;
+    if (bind_vec(m, &L->attn_norm, il, "attn_norm.weight", d, 0, err) ||
+        bind_vec(m, &L->kv_a_norm, il, "attn_kv_a_norm.weight", kvl, 0, err))
+        return -1;
+    if (ql > 0) {
+        if (bind_vec(m, &L->q_a_norm, il, "attn_q_a_norm.weight", ql, 0, err) ||
+            bind_mat(m, &L->wq_a, il, "attn_q_a.weight", d, ql, 0, err) ||
+            bind_mat(m, &L->wq_b, il, "attn_q_b.weight", ql, H * dk, 0, err))
+            return -1;
+    } else if (bind_mat(m, &L->wq, il, "attn_q.weight", d, H * dk, 0, err)) {
+        return -1;
+    }
+    if (bind_mat(m, &L->wkv_a, il, "attn_kv_a_mqa.weight", d, kvl + hp->n_rot, 0, err) ||
+        bind_mat3(m, &L->wk_b, il, "attn_k_b.weight", nope, kvl, H, 0, err) ||
+        bind_mat3(m, &L->wv_b, il, "attn_v_b.weight", kvl, dv, H, 0, err) ||
+        bind_mat(m, &L->wo, il, "attn_output.weight", H * dv, d, 0, err) ||
+        bind_vec(m, &L->ffn_norm, il, "ffn_norm.weight", d, 0, err))
+        return -1;
+    return 0;
+}
+
+static int ds2_ffn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
+{
+    const hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, ff = hp->n_ff, fe = hp->n_ff_exp, fs = hp->n_ff_exp * hp->n_expert_shared;
+    if (il < hp->n_layer_dense_lead)
+        return bind_mat(m, &L->ffn_gate, il, "ffn_gate.weight", d, ff, 0, err) ||
+                       bind_mat(m, &L->ffn_down, il, "ffn_down.weight", ff, d, 0, err) ||
+                       bind_mat(m, &L->ffn_up, il, "ffn_up.weight", d, ff, 0, err)
+                   ? -1
+                   : 0;
+    L->moe = true;
+    if (bind_mat(m, &L->router, il, "ffn_gate_inp.weight", d, hp->n_expert, 0, err) ||
+        bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, T_OPTIONAL, err) ||
+        bind_experts(m, &L->x_down, &L->part_down, il, "ffn_down_exps.weight", fe, d, 0, err) ||
+        bind_experts(m, &L->x_gate, &L->part_gate, il, "ffn_gate_exps.weight", d, fe, 0, err) ||
+        bind_experts(m, &L->x_up, &L->part_up, il, "ffn_up_exps.weight", d, fe, 0, err))
+        return -1;
+    if (bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", d, fs, 0, err) ||
+        bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", fs, d, 0, err) ||
+        bind_mat(m, &L->sh_up, il, "ffn_up_shexp.weight", d, fs, 0, err))
+        return -1;
+    return 0;
+}
+
+static int ds2_tensors(sl_model *m, sl_err *err)
+{
+    if (bind_io(m, err)) return -1;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        layer_w *L = &m->layers[il];
+        L->part_gate = L->part_up = L->part_down = -1;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+        if (gguf_find_tensor(m->g, name))
+            return sl_errf(err, "%s: fused expert tensor '%s' is not supported", m->g->path, name);
+        if (ds2_attn_tensors(m, L, il, err) || ds2_ffn_tensors(m, L, il, err)) return -1;
+    }
+    return 0;
+}
+
+static int ds2_layer(sl_session *s, int il, const batch *b, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    const layer_w *L = &s->m->layers[il];
+    int T = b->T;
+    int64_t n = (int64_t)T * hp->n_embd;
+    float *x = s->scr[SCR_X];
+    float *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
+    float *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
+    if (!xn || !out) return -1;
+    norm_rows(xn, x, L->attn_norm, T, hp->n_embd, hp->rms_eps);
+    if (mla_block(s, il, b, xn, out, err)) return -1;
+    add_rows(x, out, n);
+    norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
+    if (!L->moe) {
+        if (ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, NULL, NULL, xn, T, out, err)) return -1;
+        add_rows(x, out, n);
+        return 0;
+    }
+    if (moe_block(s, il, T, xn, out, err)) return -1;
+    /* the shared expert's output goes into a separate buffer: moe_out + shexp, then + residual */
+    float *sh = scr_get(s, SCR_T4, (size_t)n * sizeof(float), err);
+    if (!sh || ffn_block(s, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, xn, T, sh, err)) return -1;
+    add_rows(out, sh, n);
+    add_rows(x, out, n);
+    return 0;
+}
+
+const arch_ops arch_deepseek2 = {
+    .name = "deepseek2", .id = ARCH_DEEPSEEK2,
+    .load_hparams = ds2_hparams, .load_tensors = ds2_tensors, .layer = ds2_layer,
+};

@@ -1,0 +1,275 @@
+/* Dense SwiGLU FFN and the routed mixture of experts.
+ *
+ * MoE numerics follow llama.cpp's build_moe_ffn: gating (softmax or
+ * sigmoid), optional selection bias, group-limited top-k, weights taken from
+ * the unbiased probabilities, renormalised (sum clamped at 2^-14) and scaled;
+ * each expert output is multiplied by its weight and the K products are added
+ * in router-rank order.  The layer decides for the whole batch first, asks
+ * the provider for the distinct experts, and applies each expert to all the
+ * positions that chose it as it arrives; results land in per-(position,
+ * rank) slots so arrival order cannot change a bit. */
+#include "arch/ffn.h"
+
+#include <math.h>
+#include <string.h>
+
+int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat *down, const float *bg,
+              const float *bu, const float *bd, const float *xn, int T, float *out, sl_err *err)
+{
+    int64_t n_ff = up->ne1, n_in = up->ne0;
+    float *u = scr_get(s, SCR_T1, (size_t)T * n_ff * sizeof(float), err);
+    float *g = scr_get(s, SCR_T2, (size_t)T * n_ff * sizeof(float), err);
+    float *h = scr_get(s, SCR_T3, (size_t)T * n_ff * sizeof(float), err);
+    if (!u || !g || !h) return -1;
+    sl_act *a = &s->act[ACT_A];
+    if (act_prepare(a, up->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
+    matmul(up, a, u, (size_t)n_ff, s->pool);
+    if (bu) add_bias(u, bu, T, n_ff);
+    if (gate && gate->data) {
+        const sl_act *ga = a;
+        if (kernels_vec_dot_type(gate->type) != a->vtype) {
+            if (act_prepare(&s->act[ACT_B], gate->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
+            ga = &s->act[ACT_B];
+        }
+        matmul(gate, ga, g, (size_t)n_ff, s->pool);
+        if (bg) add_bias(g, bg, T, n_ff);
+        op_swiglu(h, g, u, (int64_t)T * n_ff);
+    } else {
+        for (int64_t i = 0; i < (int64_t)T * n_ff; i++) h[i] = op_silu(u[i]);
+    }
+    return linear(s, &s->act[ACT_C], down, bd, h, T, out, err);
+}
+
+/* ------------------------------------------------------------ router */
+
+/* Index of the largest value not yet taken (ties: lowest index), -1 if none. */
+static int argmax_free(const float *v, const unsigned char *taken, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+    return best;
+}
+
+/* DeepSeek-V3 group limiting: a group scores the sum of its two best
+ * selection scores; only the best n_group_used groups stay selectable. */
+static void limit_groups(const hparams *hp, float *sel)
+{
+    int G = hp->n_expert_groups, per = hp->n_expert / G;
+    float score[512];
+    unsigned char taken[512];
+    for (int g = 0; g < G; g++) {
+        const float *v = sel + g * per;
+        memset(taken, 0, (size_t)per);
+        int a = argmax_free(v, taken, per);
+        score[g] = -INFINITY;
+        if (a < 0) continue;
+        taken[a] = 1;
+        int b = argmax_free(v, taken, per);
+        double sum = (double)v[a];
+        if (b >= 0) sum += (double)v[b];
+        score[g] = (float)sum;
+    }
+    memset(taken, 0, (size_t)G);
+    for (int k = 0; k < hp->n_group_used; k++) {
+        int g = argmax_free(score, taken, G);
+        if (g >= 0) taken[g] = 1;
+    }
+    for (int g = 0; g < G; g++)
+        if (!taken[g])
+            for (int i = 0; i < per; i++) sel[g * per + i] = -INFINITY;
+}
+
+void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids, float *w)
+{
+    int E = hp->n_expert, K = hp->n_expert_used;
+    float *probs = logits, sel[512];
+    if (hp->gating == GATING_SIGMOID)
+        for (int e = 0; e < E; e++) probs[e] = 1.f / (1.f + expf(-probs[e]));
+    else
+        op_softmax(probs, E);
+    for (int e = 0; e < E; e++) sel[e] = L->exp_probs_b ? probs[e] + L->exp_probs_b[e] : probs[e];
+    if (hp->n_expert_groups > 1) limit_groups(hp, sel);
+    unsigned char taken[512] = {0};
+    for (int k = 0; k < K; k++) {
+        int e = argmax_free(sel, taken, E);
+        if (e < 0) e = 0; /* unreachable: K <= E is checked at load */
+        taken[e] = 1;
+        ids[k] = e;
+        w[k] = probs[e];
+    }
+    if (hp->expert_weights_norm) {
+        double sum = 0.0;
+        for (int k = 0; k < K; k++) sum += (double)w[k];
+        float fs = (float)sum;
+        if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+        for (int k = 0; k < K; k++) w[k] = w[k] / fs;
+    }
+    if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+        for (int k = 0; k < K; k++) w[k] = w[k] * hp->expert_weights_scale;
+}
+
+/* ------------------------------------------------------------ experts */
+
+typedef struct {
+    int T, K, E;
+    int32_t *ids;   /* T x K */
+    float *w;       /* T x K */
+    int32_t *count; /* per expert */
+    int32_t *start; /* per expert: offset into slots */
+    int32_t *slots; /* grouped by expert: t * K + k */
+    int32_t *list;  /* distinct experts, ascending */
+    int n_list;
+} routing;
+
+static void group_by_expert(routing *r)
+{
+    memset(r->count, 0, sizeof(int32_t) * (size_t)r->E);
+    for (int i = 0; i < r->T * r->K; i++) r->count[r->ids[i]]++;
+    int32_t off = 0;
+    r->n_list = 0;
+    for (int e = 0; e < r->E; e++) {
+        r->start[e] = off;
+        off += r->count[e];
+        if (r->count[e]) r->list[r->n_list++] = e;
+    }
+    int32_t fill[512];
+    memcpy(fill, r->start, sizeof(int32_t) * (size_t)r->E);
+    for (int i = 0; i < r->T * r->K; i++) r->slots[fill[r->ids[i]]++] = i;
+}
+
+static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part)
+{
+    sl_mat w = *geom;
+    w.data = v->parts[part];
+    return w;
+}
+
+/* Applies expert E (weights in V) to its n rows; writes each result to its
+ * slot row of y (T*K x n_embd). */
+static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, const expert_view *v,
+                      const sl_act *xa, const sl_act *xa_up, float *y, sl_err *err)
+{
+    int n = r->count[e];
+    const int32_t *sl = r->slots + r->start[e];
+    int64_t n_ff = L->x_up.ne1;
+    int64_t n_embd = L->x_down.ne1;
+    size_t rb = xa->row_bytes, rbu = xa_up->row_bytes;
+    char *gx = scr_get(s, SCR_R_GATHER, (size_t)n * (rb + rbu), err);
+    float *u = scr_get(s, SCR_T1, (size_t)n * n_ff * sizeof(float), err);
+    float *g = scr_get(s, SCR_T2, (size_t)n * n_ff * sizeof(float), err);
+    float *h = scr_get(s, SCR_T3, (size_t)n * n_ff * sizeof(float), err);
+    float *d = scr_get(s, SCR_R_ROWS, (size_t)n * n_embd * sizeof(float), err);
+    if (!gx || !u || !g || !h || !d) return -1;
+    for (int j = 0; j < n; j++) {
+        int t = sl[j] / r->K;
+        memcpy(gx + (size_t)j * rb, (const char *)xa->data + (size_t)t * rb, rb);
+        if (xa_up != xa) memcpy(gx + (size_t)n * rb + (size_t)j * rbu, (const char *)xa_up->data + (size_t)t * rbu, rbu);
+    }
+    sl_act xg = {.vtype = xa->vtype, .n = xa->n, .rows = n, .row_bytes = rb, .data = gx};
+    sl_act xu = xa_up == xa ? xg
+                            : (sl_act){.vtype = xa_up->vtype, .n = xa_up->n, .rows = n, .row_bytes = rbu,
+                                       .data = gx + (size_t)n * rb};
+    sl_mat wu = expert_mat(&L->x_up, v, L->part_up);
+    matmul(&wu, &xu, u, (size_t)n_ff, s->pool);
+    if (L->part_gate >= 0) {
+        sl_mat wg = expert_mat(&L->x_gate, v, L->part_gate);
+        matmul(&wg, &xg, g, (size_t)n_ff, s->pool);
+        op_swiglu(h, g, u, (int64_t)n * n_ff);
+    } else {
+        for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
+    }
+    sl_mat wd = expert_mat(&L->x_down, v, L->part_down);
+    if (act_prepare(&s->act[ACT_C], wd.type, h, n_ff, n, (size_t)n_ff, s->pool, err)) return -1;
+    matmul(&wd, &s->act[ACT_C], d, (size_t)n_embd, s->pool);
+    for (int j = 0; j < n; j++) memcpy(y + (size_t)sl[j] * n_embd, d + (size_t)j * n_embd, sizeof(float) * n_embd);
+    return 0;
+}
+
+static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, routing *r, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    int E = hp->n_expert, K = hp->n_expert_used;
+    float *logits = scr_get(s, SCR_R_LOGITS, (size_t)T * E * sizeof(float), err);
+    r->ids = scr_get(s, SCR_R_IDS, (size_t)T * K * sizeof(int32_t), err);
+    r->w = scr_get(s, SCR_R_W, (size_t)T * K * sizeof(float), err);
+    r->count = scr_get(s, SCR_R_COUNT, (size_t)E * 2 * sizeof(int32_t), err);
+    r->slots = scr_get(s, SCR_R_SLOTS, (size_t)T * K * sizeof(int32_t), err);
+    r->list = scr_get(s, SCR_R_LIST, (size_t)E * sizeof(int32_t), err);
+    if (!logits || !r->ids || !r->w || !r->count || !r->slots || !r->list) return -1;
+    r->start = r->count + E;
+    r->T = T, r->K = K, r->E = E;
+    if (linear(s, &s->act[ACT_A], &L->router, NULL, xn, T, logits, err)) return -1;
+    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, r->ids + t * K, r->w + t * K);
+    group_by_expert(r);
+    return 0;
+}
+
+/* Converts xn once for the gate (and, if its type differs, the up) experts. */
+static int prepare_inputs(sl_session *s, const layer_w *L, const float *xn, int T, const sl_act **xa,
+                          const sl_act **xa_up, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    const sl_mat *first = L->part_gate >= 0 ? &L->x_gate : &L->x_up;
+    sl_act *a = &s->act[ACT_B];
+    if (act_prepare(a, first->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+    *xa = *xa_up = a;
+    if (kernels_vec_dot_type(L->x_up.type) != a->vtype) {
+        if (act_prepare(&s->act[ACT_A], L->x_up.type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err))
+            return -1;
+        *xa_up = &s->act[ACT_A];
+    }
+    return 0;
+}
+
+static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa, const sl_act *xa_up, float *y,
+                       sl_err *err)
+{
+    const sl_model *m = s->m;
+    expert_provider *p = m->provider;
+    if (!p) return sl_errf(err, "layer %d: no expert provider attached", il);
+    if (p->ops->begin(p, il, r->list, r->n_list, err)) return -1;
+    int rc = 0, done = 0;
+    for (;;) {
+        expert_view v;
+        int idx = p->ops->next(p, &v, err);
+        if (idx == -1) break;
+        if (idx < 0 || idx >= r->n_list || v.id != r->list[idx]) {
+            if (idx >= 0) sl_errf(err, "layer %d: expert provider returned an unexpected expert", il);
+            rc = -1;
+            break;
+        }
+        if (run_expert(s, &m->layers[il], r, r->list[idx], &v, xa, xa_up, y, err)) {
+            rc = -1;
+            break;
+        }
+        if (p->ops->release) p->ops->release(p, idx);
+        done++;
+    }
+    p->ops->end(p, il);
+    if (rc == 0 && done != r->n_list)
+        rc = sl_errf(err, "layer %d: expert provider delivered %d of %d experts", il, done, r->n_list);
+    return rc;
+}
+
+int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    const layer_w *L = &s->m->layers[il];
+    int K = hp->n_expert_used;
+    int64_t n_embd = hp->n_embd;
+    routing r;
+    const sl_act *xa, *xa_up;
+    if (route_batch(s, L, T, xn, &r, err) || prepare_inputs(s, L, xn, T, &xa, &xa_up, err)) return -1;
+    float *y = scr_get(s, SCR_T4, (size_t)T * K * n_embd * sizeof(float), err);
+    if (!y || run_experts(s, il, &r, xa, xa_up, y, err)) return -1;
+    for (int t = 0; t < T; t++) {
+        float *o = out + (size_t)t * n_embd;
+        const float *wt = r.w + (size_t)t * K;
+        const float *yt = y + (size_t)t * K * n_embd;
+        for (int64_t i = 0; i < n_embd; i++) o[i] = yt[i] * wt[0];
+        for (int k = 1; k < K; k++)
+            for (int64_t i = 0; i < n_embd; i++) o[i] += yt[(size_t)k * n_embd + i] * wt[k];
+    }
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* Rotary position embedding, computed the way ggml's CPU rope op computes it
+ * (same float operations in the same order), so K and Q match llama.cpp's to
+ * the bit: theta advances by repeated multiplication, YaRN ramps between
+ * interpolated and extrapolated angles, magnitude scaling folds into cos/sin.
+ * ggml-cpu is built with -march=native in a GNU dialect, so GCC contracts
+ * a*b + c into fused multiply-adds there; the fmaf calls in rope.c (and in
+ * the flash-attention sum) reproduce the contractions found in its code. */
+#ifndef SLUICE_ROPE_H
+#define SLUICE_ROPE_H
+
+#include <stdint.h>
+
+enum { ROPE_MODE_NORM = 0, ROPE_MODE_NEOX = 2 };
+
+typedef struct {
+    int32_t n_rot;       /* rotated dimensions (even) */
+    int mode;            /* ROPE_MODE_NORM: pairs (2i, 2i+1); NEOX: (i, i + n_rot/2) */
+    float freq_base, freq_scale;
+    float ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t n_ctx_orig;
+    const float *freq_factors; /* n_rot/2 divisors of theta (llama3 rope_freqs), or NULL */
+} rope_params;
+
+/* cos/sin for position POS: cache[2i] = cos, cache[2i+1] = sin of pair i
+ * (n_rot floats). */
+void rope_cache(const rope_params *rp, int32_t pos, float *cache);
+
+/* Rotates the first n_rot values of one head vector in place. */
+void rope_apply(const rope_params *rp, const float *cache, float *x);
+
+#endif

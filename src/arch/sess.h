@@ -1,0 +1,67 @@
+/* Internal: the session (KV cache, scratch, pool) as the compute blocks see it. */
+#ifndef SLUICE_SESS_H
+#define SLUICE_SESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "arch/attn_simd.h"
+
+/* One micro-batch: T consecutive tokens at positions pos0 .. pos0+T-1. */
+struct batch {
+    int T;
+    int32_t pos0;
+    const float *rope; /* T x n_rot: cos/sin pairs per position (rope_cache) */
+};
+
+/* Scratch buffers, grown on demand and reused: after the first batch of a
+ * given size no evaluation allocates. */
+enum {
+    SCR_X, SCR_XN, SCR_ROPE, SCR_Q, SCR_K, SCR_V, SCR_ATT, SCR_OUT,
+    SCR_T1, SCR_T2, SCR_T3, SCR_T4,
+    SCR_R_LOGITS, SCR_R_IDS, SCR_R_W, SCR_R_SLOTS, SCR_R_COUNT, SCR_R_LIST, SCR_R_GATHER, SCR_R_ROWS,
+    SCR_COUNT
+};
+
+enum { ACT_A, ACT_B, ACT_C, ACT_COUNT };
+
+/* KV cache of one layer: position p's row starts at element p * row. */
+typedef struct {
+    void *k, *v; /* v == NULL for MLA: values are the first dv elements of k */
+    int32_t k_row, v_row;
+} kv_layer;
+
+struct sl_session {
+    sl_model *m;
+    sl_pool *pool;
+    int n_threads;
+    sl_kv_mode kv_mode;
+    int32_t n_ctx, pos;
+    size_t kv_elt; /* bytes per cached element: 4 (f32) or 2 (f16) */
+    kv_layer *kv;
+    void *scr[SCR_COUNT];
+    size_t scr_cap[SCR_COUNT];
+    sl_act act[ACT_COUNT];
+    const attn_simd *aop; /* attention inner loops for the pool's ISA */
+    float *thr_tmp;       /* per-thread attention scratch */
+    size_t thr_tmp_n;
+};
+
+/* Scratch slot SLOT with at least BYTES bytes (64-byte aligned); NULL on OOM. */
+void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err);
+
+/* pool_run, or an inline loop when there is no pool. */
+void run_tasks(sl_session *s, int n_tasks, sl_task_fn fn, void *ctx);
+
+/* Prepares the activation A for weights W unless it already holds these
+ * rows converted for W's vec_dot type (caller says so with SAME_INPUT). */
+int act_for(sl_session *s, sl_act *a, const sl_mat *w, const float *x, int64_t rows, size_t stride, sl_err *err);
+
+/* y = x W^T + b over T rows (b may be NULL). */
+int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err);
+
+/* Adds bias b[n] to each of T rows of y (row stride n). */
+void add_bias(float *y, const float *b, int T, int64_t n);
+
+#endif

@@ -1,0 +1,191 @@
+/* Sessions: KV cache, scratch, and the evaluation driver (embedding lookup,
+ * the architecture's layers, final norm and output projection).  Prompts run
+ * as micro-batches of up to UBATCH tokens; every block computes each
+ * position from its own rows and keys 0..pos only, so the split never
+ * changes a bit. */
+#include "arch/sess.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/attn.h"
+
+enum { UBATCH = 256 };
+
+void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err)
+{
+    if (bytes <= s->scr_cap[slot]) return s->scr[slot];
+    size_t cap = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, cap);
+    if (!p) return sl_errf(err, "out of memory (%zu bytes of scratch)", bytes), NULL;
+    free(s->scr[slot]);
+    s->scr[slot] = p;
+    s->scr_cap[slot] = cap;
+    return p;
+}
+
+void run_tasks(sl_session *s, int n_tasks, sl_task_fn fn, void *ctx)
+{
+    if (s->pool && n_tasks > 1) {
+        pool_run(s->pool, n_tasks, fn, ctx);
+        return;
+    }
+    for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+}
+
+void add_bias(float *y, const float *b, int T, int64_t n)
+{
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+}
+
+int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err)
+{
+    if (act_prepare(a, w->type, x, w->ne0, T, (size_t)w->ne0, s->pool, err)) return -1;
+    matmul(w, a, y, (size_t)w->ne1, s->pool);
+    if (b) add_bias(y, b, T, w->ne1);
+    return 0;
+}
+
+/* ------------------------------------------------------------ create */
+
+static int alloc_kv(sl_session *s, sl_err *err)
+{
+    const sl_model *m = s->m;
+    const hparams *hp = &m->hp;
+    s->kv = calloc((size_t)hp->n_layer, sizeof *s->kv);
+    if (!s->kv) return sl_errf(err, "out of memory for the KV cache");
+    bool mla = m->ops->id == ARCH_DEEPSEEK2;
+    int32_t k_row = mla ? hp->n_lora_kv + hp->n_rot : hp->n_head_kv * hp->n_embd_head_k;
+    int32_t v_row = mla ? 0 : hp->n_head_kv * hp->n_embd_head_v;
+    for (int il = 0; il < hp->n_layer; il++) {
+        kv_layer *L = &s->kv[il];
+        L->k_row = k_row;
+        L->v_row = v_row;
+        /* calloc: zeroed pages are mapped lazily, so a large n_ctx costs
+         * memory only as positions fill */
+        L->k = calloc((size_t)s->n_ctx, (size_t)k_row * s->kv_elt);
+        L->v = v_row ? calloc((size_t)s->n_ctx, (size_t)v_row * s->kv_elt) : NULL;
+        if (!L->k || (v_row && !L->v))
+            return sl_errf(err, "out of memory for a KV cache of %d tokens", s->n_ctx);
+    }
+    return 0;
+}
+
+int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, const session_opts *opts,
+                        sl_err *err)
+{
+    *out = NULL;
+    if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train;
+    sl_kv_mode mode = opts ? opts->kv_mode : SL_KV_F16_FLASH;
+    if (mode != SL_KV_F16_FLASH && mode != SL_KV_F32 && mode != SL_KV_F16)
+        return sl_errf(err, "unknown KV cache mode %d", (int)mode);
+    sl_session *s = calloc(1, sizeof *s);
+    if (!s) return sl_errf(err, "out of memory");
+    s->m = m;
+    s->pool = pool;
+    s->n_threads = pool_threads(pool);
+    s->kv_mode = mode;
+    s->aop = attn_simd_for(pool_isa(pool));
+    s->n_ctx = n_ctx;
+    s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
+    if (alloc_kv(s, err)) goto fail;
+    s->thr_tmp_n = attn_tmp_floats(s);
+    s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
+    if (!s->thr_tmp) {
+        sl_errf(err, "out of memory for attention scratch (n_ctx %d)", n_ctx);
+        goto fail;
+    }
+    s->thr_tmp_n = ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) / sizeof(float);
+    *out = s;
+    return 0;
+fail:
+    session_free(s);
+    return -1;
+}
+
+int session_create(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, sl_err *err)
+{
+    return session_create_opts(out, m, n_ctx, pool, NULL, err);
+}
+
+void session_free(sl_session *s)
+{
+    if (!s) return;
+    if (s->kv)
+        for (int il = 0; il < s->m->hp.n_layer; il++) {
+            free(s->kv[il].k);
+            free(s->kv[il].v);
+        }
+    free(s->kv);
+    for (int i = 0; i < SCR_COUNT; i++) free(s->scr[i]);
+    for (int i = 0; i < ACT_COUNT; i++) act_free(&s->act[i]);
+    free(s->thr_tmp);
+    free(s);
+}
+
+int32_t session_pos(const sl_session *s) { return s->pos; }
+int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
+
+void session_rewind(sl_session *s, int32_t pos)
+{
+    if (pos < 0) pos = 0;
+    if (pos < s->pos) s->pos = pos;
+}
+
+/* -------------------------------------------------------------- eval */
+
+static int embed(sl_session *s, const int32_t *tokens, int T, float *x)
+{
+    const sl_model *m = s->m;
+    for (int t = 0; t < T; t++) mat_get_row(&m->tok_embd, tokens[t], x + (size_t)t * m->hp.n_embd);
+    return 0;
+}
+
+/* Final norm and output projection of rows [r0, r0 + n) of the stream. */
+static int output(sl_session *s, const float *x, int r0, int n, float *logits, sl_err *err)
+{
+    const sl_model *m = s->m;
+    int64_t d = m->hp.n_embd;
+    float *xn = scr_get(s, SCR_XN, (size_t)n * d * sizeof(float), err);
+    if (!xn) return -1;
+    for (int i = 0; i < n; i++) op_rms_norm(xn + i * d, x + (r0 + i) * d, m->output_norm, d, m->hp.rms_eps);
+    return linear(s, &s->act[ACT_A], &m->output, NULL, xn, n, logits, err);
+}
+
+static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logits, int out_from, sl_err *err)
+{
+    const sl_model *m = s->m;
+    const hparams *hp = &m->hp;
+    float *x = scr_get(s, SCR_X, (size_t)T * hp->n_embd * sizeof(float), err);
+    float *rope = scr_get(s, SCR_ROPE, (size_t)T * (hp->n_rot ? hp->n_rot : 1) * sizeof(float), err);
+    if (!x || !rope) return -1;
+    embed(s, tokens, T, x);
+    for (int t = 0; t < T; t++) rope_cache(&hp->rope, s->pos + t, rope + (size_t)t * hp->n_rot);
+    batch b = {.T = T, .pos0 = s->pos, .rope = rope};
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->ops->layer(s, il, &b, err)) return -1;
+    if (out_from < T && output(s, x, out_from, T - out_from, logits, err)) return -1;
+    s->pos += T;
+    return 0;
+}
+
+int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits, bool all, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    if (n <= 0) return sl_errf(err, "session_eval: no tokens");
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return sl_errf(err, "token id %d at index %d is out of range [0, %d)", tokens[i], i, hp->n_vocab);
+    if (n > s->n_ctx - s->pos)
+        return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
+                       s->n_ctx);
+    for (int32_t off = 0; off < n; off += UBATCH) {
+        int T = n - off < UBATCH ? n - off : UBATCH;
+        bool last = off + T == n;
+        int out_from = all ? 0 : (last ? T - 1 : T);
+        float *dst = all ? logits + (size_t)off * hp->n_vocab : logits;
+        if (eval_ubatch(s, tokens + off, T, dst, out_from, err)) return -1;
+    }
+    return 0;
+}

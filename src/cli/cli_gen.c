@@ -1,0 +1,289 @@
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <utf8proc.h>
+
+#include "cli/cli.h"
+#include "cli/cli_gen.h"
+
+#define FAIL(...) (cli_fail(__VA_ARGS__), -1)
+
+/* Whether PATH lies in the models/ directory of the checkout this binary was
+ * built in (<exe>/../models): the bundled tiny models live there. */
+static bool in_bundled_dir(const char *path)
+{
+    char exe[PATH_MAX], dir[PATH_MAX + 16], rdir[PATH_MAX], rfile[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    *slash = 0;
+    snprintf(dir, sizeof dir, "%s/../models", exe);
+    if (!realpath(dir, rdir) || !realpath(path, rfile)) return false;
+    size_t k = strlen(rdir);
+    return !strncmp(rfile, rdir, k) && rfile[k] == '/' && !strchr(rfile + k + 1, '/');
+}
+
+int32_t cli_default_ctx(const sl_model *m, bool bundled)
+{
+    int32_t n = model_n_ctx_train(m);
+    if (n <= 0 || n > CLI_MAX_DEFAULT_CTX) n = CLI_MAX_DEFAULT_CTX;
+    if (bundled && n > CLI_BUNDLED_CTX) n = CLI_BUNDLED_CTX;
+    return n;
+}
+
+int cli_model_open(cli_model *cm, const cli_model_opts *o)
+{
+    memset(cm, 0, sizeof *cm);
+    cm->path = o->model_path ? o->model_path : cli_default_model();
+    if (!cm->path) return FAIL("no model given (-m FILE) and the bundled models/tinymoe-q8_0.gguf was not found");
+    cm->bundled = !o->model_path || in_bundled_dir(cm->path);
+    sl_err err;
+    model_opts mo = {0};
+    if (model_load(&cm->model, cm->path, &mo, &err)) return FAIL("%s", err.msg);
+    if (o->model_only) return 0;
+    cm->pool = pool_create(o->threads);
+    if (!cm->pool) {
+        cli_model_close(cm);
+        return FAIL("cannot start %d threads", o->threads);
+    }
+    int32_t n_ctx = o->n_ctx > 0 ? o->n_ctx : cli_default_ctx(cm->model, cm->bundled);
+    if (session_create(&cm->session, cm->model, n_ctx, cm->pool, &err)) {
+        cli_model_close(cm);
+        return FAIL("%s", err.msg);
+    }
+    return 0;
+}
+
+void cli_model_close(cli_model *cm)
+{
+    session_free(cm->session);
+    pool_destroy(cm->pool);
+    model_free(cm->model);
+    memset(cm, 0, sizeof *cm);
+}
+
+uint32_t cli_random_seed(void)
+{
+    uint32_t s;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) s = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+    return s == 0xFFFFFFFFu ? 0 : s;
+}
+
+int cli_parse_int(const char *name, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return FAIL("%s: expected an integer in [%ld, %ld], got '%s'", name, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *name, const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (end == s || *end || errno || !isfinite(v)) return FAIL("%s: expected a number, got '%s'", name, s);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *a = malloc(cap * sizeof *a);
+    if (!a) return FAIL("out of memory for %zu token ids", cap);
+    size_t k = 0;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= n_vocab || (*end && *end != ',')) {
+            free(a);
+            return FAIL("--prompt-ids: bad token id at '%.20s' (ids are integers in [0, %d), comma-separated)", p,
+                            (int)n_vocab);
+        }
+        a[k++] = (int32_t)v;
+        if (!*end) break;
+        p = end + 1;
+    }
+    *ids = a;
+    *n = k;
+    return 0;
+}
+
+json_t *cli_json_text(const char *s, size_t n)
+{
+    char *buf = malloc(n * 3 + 1); /* each bad byte becomes 3 bytes */
+    if (!buf) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t len = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (len > 0) {
+            memcpy(buf + k, s + i, (size_t)len);
+            k += (size_t)len, i += (size_t)len;
+        } else {
+            memcpy(buf + k, "\xEF\xBF\xBD", 3);
+            k += 3, i++;
+        }
+    }
+    json_t *j = json_stringn(buf, k);
+    free(buf);
+    return j;
+}
+
+json_t *cli_json_ids(const int32_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+char *cli_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail("cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 0, n = 0, r;
+    char *buf = NULL;
+    const char *why = NULL;
+    do {
+        if (n + 1 >= cap) {
+            char *b = cap >= CLI_MAX_FILE ? NULL : realloc(buf, cap = cap ? 2 * cap : 4096);
+            if (!b) {
+                why = cap >= CLI_MAX_FILE ? "file too large (limit 64 MiB)" : "out of memory";
+                break;
+            }
+            buf = b;
+        }
+        r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+    } while (r > 0);
+    if (!why && ferror(f)) why = strerror(errno);
+    fclose(f);
+    if (why) {
+        free(buf);
+        cli_fail("cannot read %s: %s", path, why);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+void cli_print_stats(FILE *f, const gen_stats *st, const sampler_params *sp)
+{
+    size_t nf;
+    const stat_field *fl = stats_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        if (!fl[i].label) continue;
+        double v = stats_value(st, &fl[i]);
+        char b[32];
+        if (!strcmp(fl[i].unit, "bytes")) fprintf(f, "%-22s %s\n", fl[i].label, cli_fmt_bytes((uint64_t)v, b, sizeof b));
+        else if (fl[i].kind == STAT_F64) fprintf(f, "%-22s %.3f %s\n", fl[i].label, v, fl[i].unit);
+        else fprintf(f, "%-22s %.0f\n", fl[i].label, v);
+    }
+    if (sp) fprintf(f, "%-22s %u\n", "seed", sp->seed);
+}
+
+int cli_write_json(const char *path, json_t *root)
+{
+    if (json_dump_file(root, path, JSON_INDENT(2)) != 0) return FAIL("cannot write %s", path);
+    return 0;
+}
+
+int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params *sp, bool *seed_set)
+{
+    long v;
+    switch (opt) {
+    case 'm': mo->model_path = arg; return 1;
+    case 'c':
+        if (cli_parse_int("-c", arg, 0, 1L << 24, &v)) return -1;
+        mo->n_ctx = (int32_t)v;
+        return 1;
+    case 't':
+        if (cli_parse_int("-t", arg, 0, 1024, &v)) return -1;
+        mo->threads = (int)v;
+        return 1;
+    case CLI_OPT_TEMP: return cli_parse_float("--temp", arg, &sp->temp) ? -1 : 1;
+    case CLI_OPT_TOPP: return cli_parse_float("--top-p", arg, &sp->top_p) ? -1 : 1;
+    case CLI_OPT_MINP: return cli_parse_float("--min-p", arg, &sp->min_p) ? -1 : 1;
+    case CLI_OPT_TOPK:
+        if (cli_parse_int("--top-k", arg, -1, INT32_MAX, &v)) return -1;
+        sp->top_k = (int32_t)v;
+        return 1;
+    case CLI_OPT_SEED:
+        if (cli_parse_int("--seed", arg, -1, 0xFFFFFFFFL, &v)) return -1;
+        sp->seed = (uint32_t)v;
+        *seed_set = v != -1 && v != 0xFFFFFFFFL;
+        return 1;
+    default: return 0;
+    }
+}
+
+/* ChatML, the format llama.cpp falls back to for models without a template. */
+static const char CHATML[] =
+    "{%- for message in messages -%}\n"
+    "{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}";
+
+static const char *token_text(const sl_vocab *v, int32_t id)
+{
+    return id >= 0 ? vocab_token_text(v, id) : NULL;
+}
+
+int cli_chat_open(cli_chat *c, const sl_model *m)
+{
+    memset(c, 0, sizeof *c);
+    const gguf_file *g = model_gguf(m);
+    const gguf_str *s;
+    sl_err err;
+    int has = gguf_get_str(g, "tokenizer.chat_template", &s, &err);
+    if (has < 0) return FAIL("%s", err.msg);
+    const char *text = has ? s->s : CHATML;
+    size_t len = has ? (size_t)s->len : strlen(CHATML);
+    c->builtin = !has;
+    if (chat_tmpl_parse(&c->tmpl, text, len, &err)) return FAIL("chat template of %s: %s", g->path, err.msg);
+    c->stops = chat_stop_strings(chat_detect_family(text, len));
+    while (c->stops[c->n_stops]) c->n_stops++;
+    c->bos = token_text(model_vocab(m), vocab_bos(model_vocab(m)));
+    c->eos = token_text(model_vocab(m), vocab_eos(model_vocab(m)));
+    return 0;
+}
+
+void cli_chat_close(cli_chat *c)
+{
+    chat_tmpl_free(c->tmpl);
+    memset(c, 0, sizeof *c);
+}
+
+int cli_chat_tokens(const cli_chat *c, const sl_model *m, const chat_msg *msgs, size_t n, int32_t **ids,
+                    size_t *n_ids, char **text)
+{
+    chat_req r = {.msgs = msgs, .n_msgs = n, .add_generation_prompt = true, .bos_token = c->bos,
+                  .eos_token = c->eos};
+    char *out;
+    size_t len;
+    sl_err err;
+    if (chat_tmpl_render(c->tmpl, &r, &out, &len, &err)) return FAIL("chat template: %s", err.msg);
+    bool has_bos = c->bos && *c->bos && !strncmp(out, c->bos, strlen(c->bos));
+    int rc = vocab_tokenize(model_vocab(m), out, len, !has_bos, true, ids, n_ids, &err);
+    if (rc) cli_fail("tokenizing the chat prompt: %s", err.msg);
+    if (text && !rc) *text = out;
+    else free(out);
+    return rc ? -1 : 0;
+}

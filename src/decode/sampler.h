@@ -1,0 +1,61 @@
+/* Token sampling, the way llama.cpp's default chain does it.
+ *
+ * Chain (llama-cli's default order with its no-op stages left out):
+ *   top-k -> top-p -> min-p -> temperature -> draw from the softmax.
+ * Each stage works on the candidates the previous one left, with the same
+ * float arithmetic as llama.cpp, and the draw uses the same MT19937 stream
+ * (rng.h), so a fixed seed picks what llama.cpp picks for the same logits.
+ * One deliberate difference: candidates with equal logits are ordered by
+ * lower id (llama.cpp leaves that to std::partial_sort).
+ *
+ * Temperature <= 0 is greedy: the argmax, ties going to the lowest id. */
+#ifndef SLUICE_SAMPLER_H
+#define SLUICE_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/rng.h"
+#include "util/err.h"
+
+typedef struct {
+    float temp;     /* <= 0: greedy */
+    int32_t top_k;  /* <= 0: off */
+    float top_p;    /* >= 1: off */
+    float min_p;    /* <= 0: off */
+    int32_t min_keep; /* top-p / min-p keep at least this many (0 = 1) */
+    uint32_t seed;
+} sampler_params;
+
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 0. */
+sampler_params sampler_defaults(void);
+
+/* One candidate token: its logit after the stages so far and, once a stage
+ * has computed it, its probability. */
+typedef struct {
+    int32_t id;
+    float logit;
+    float p;
+} sl_cand;
+
+typedef struct sl_sampler sl_sampler;
+
+int sampler_create(sl_sampler **out, const sampler_params *p, int32_t n_vocab, sl_err *err);
+void sampler_free(sl_sampler *s);
+const sampler_params *sampler_get_params(const sl_sampler *s);
+/* Restarts the random stream (same seed -> same draws). */
+void sampler_reseed(sl_sampler *s, uint32_t seed);
+
+/* Picks the next token from LOGITS[n_vocab]. */
+int32_t sampler_sample(sl_sampler *s, const float *logits);
+
+/* Runs the chain up to (not including) the draw and returns the surviving
+ * candidates with their final probabilities (valid until the next call).
+ * For greedy samplers that is the single argmax with p = 1. */
+size_t sampler_candidates(sl_sampler *s, const float *logits, const sl_cand **out);
+
+/* Index of the largest of N values; ties go to the lowest index. */
+int32_t sampler_argmax(const float *logits, int32_t n);
+
+#endif

@@ -1,0 +1,69 @@
+#include <stddef.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "decode/stats.h"
+
+#define F(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit}
+static const stat_field FIELDS[] = {
+    F(prompt_tokens, STAT_I64, "prompt tokens", ""),
+    F(generated_tokens, STAT_I64, "generated tokens", ""),
+    F(prompt_s, STAT_F64, NULL, "s"),
+    F(decode_s, STAT_F64, NULL, "s"),
+    F(decode_steps, STAT_I64, NULL, ""),
+    F(prompt_tps, STAT_F64, "prompt", "tokens/s"),
+    F(decode_tps, STAT_F64, "decode", "tokens/s"),
+    F(ttft_s, STAT_F64, "time to first token", "s"),
+    F(peak_rss_bytes, STAT_U64, "peak RSS", "bytes"),
+};
+#undef F
+
+const stat_field *stats_fields(size_t *n)
+{
+    *n = sizeof FIELDS / sizeof FIELDS[0];
+    return FIELDS;
+}
+
+double stats_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t stats_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}
+
+void stats_finish(gen_stats *st)
+{
+    st->prompt_tps = st->prompt_s > 0 ? (double)st->prompt_tokens / st->prompt_s : 0;
+    st->decode_tps = st->decode_s > 0 ? (double)st->decode_steps / st->decode_s : 0;
+    st->peak_rss_bytes = stats_peak_rss();
+}
+
+double stats_value(const gen_stats *st, const stat_field *f)
+{
+    const char *p = (const char *)st + f->offset;
+    switch (f->kind) {
+    case STAT_I64: return (double)*(const int64_t *)p;
+    case STAT_U64: return (double)*(const uint64_t *)p;
+    default: return *(const double *)p;
+    }
+}
+
+int stats_to_json(const gen_stats *st, json_t *obj)
+{
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++) {
+        const stat_field *f = &FIELDS[i];
+        const char *p = (const char *)st + f->offset;
+        json_t *v = f->kind == STAT_I64 ? json_integer(*(const int64_t *)p)
+                    : f->kind == STAT_U64 ? json_integer((json_int_t) * (const uint64_t *)p)
+                                          : json_real(*(const double *)p);
+        if (!v || json_object_set_new(obj, f->key, v)) return -1;
+    }
+    return 0;
+}

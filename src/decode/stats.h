@@ -1,0 +1,51 @@
+/* Generation statistics: one struct, described by a field table, so that
+ * the --json / --stats-json objects and the --stats lines all come from the
+ * same place.  Adding a figure = one struct member + one row in FIELDS
+ * (stats.c); every output picks it up. */
+#ifndef SLUICE_STATS_H
+#define SLUICE_STATS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t prompt_tokens;    /* tokens evaluated for the prompt */
+    int64_t generated_tokens; /* tokens in the output (an ending EOG excluded) */
+    double prompt_s;          /* prompt evaluation, wall clock */
+    double decode_s;          /* from the first sampled token to the last */
+    int64_t decode_steps;     /* single-token evaluations in decode_s */
+    double ttft_s;            /* start of prompt evaluation to first token */
+    double prompt_tps;        /* prompt_tokens / prompt_s */
+    double decode_tps;        /* decode_steps / decode_s */
+    uint64_t peak_rss_bytes;  /* process high-water mark */
+} gen_stats;
+
+typedef enum { STAT_I64, STAT_U64, STAT_F64 } stat_kind;
+
+typedef struct {
+    const char *key;   /* JSON key */
+    stat_kind kind;
+    size_t offset;     /* in gen_stats */
+    const char *label; /* for people; NULL = JSON only */
+    const char *unit;
+} stat_field;
+
+/* The field table, in output order. */
+const stat_field *stats_fields(size_t *n);
+
+/* Monotonic clock in seconds (CLOCK_MONOTONIC). */
+double stats_now(void);
+/* Peak resident set size of this process (getrusage), in bytes. */
+uint64_t stats_peak_rss(void);
+
+/* Fills the derived rates and the peak RSS. */
+void stats_finish(gen_stats *st);
+
+/* Adds every field of ST to the JSON object OBJ (returns -1 if out of memory). */
+int stats_to_json(const gen_stats *st, json_t *obj);
+
+/* A field's value as a double (for printing). */
+double stats_value(const gen_stats *st, const stat_field *f);
+
+#endif

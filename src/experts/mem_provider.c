@@ -1,0 +1,130 @@
+#include "experts/mem_provider.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/fileio.h"
+
+typedef struct {
+    int n_parts;
+    const unsigned char *data[EXPERT_MAX_PARTS];
+    uint64_t stride[EXPERT_MAX_PARTS];
+} mem_layer;
+
+typedef struct {
+    expert_provider base;
+    int n_layers, n_expert;
+    mem_layer *layers;
+    unsigned char **bufs;
+    int n_bufs;
+    uint64_t bytes;
+    /* the current request */
+    int layer;
+    int32_t *ids;
+    int n_ids, cursor;
+} mem_provider;
+
+static int mp_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
+{
+    mem_provider *m = (mem_provider *)p;
+    if (layer < 0 || layer >= m->n_layers || m->layers[layer].n_parts == 0)
+        return sl_errf(err, "expert provider: layer %d has no experts", layer);
+    if (n < 0 || n > m->n_expert)
+        return sl_errf(err, "expert provider: %d experts requested, the model has %d", n, m->n_expert);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->n_expert)
+            return sl_errf(err, "expert provider: expert id %d out of range [0, %d)", ids[i], m->n_expert);
+    memcpy(m->ids, ids, (size_t)n * sizeof *ids);
+    m->layer = layer;
+    m->n_ids = n;
+    m->cursor = 0;
+    return 0;
+}
+
+static int mp_next(expert_provider *p, expert_view *v, sl_err *err)
+{
+    (void)err;
+    mem_provider *m = (mem_provider *)p;
+    if (m->cursor >= m->n_ids) return -1;
+    int i = m->cursor++;
+    const mem_layer *L = &m->layers[m->layer];
+    memset(v, 0, sizeof *v);
+    v->id = m->ids[i];
+    for (int k = 0; k < L->n_parts; k++) v->parts[k] = L->data[k] + (uint64_t)v->id * L->stride[k];
+    return i;
+}
+
+static void mp_end(expert_provider *p, int layer)
+{
+    (void)layer;
+    mem_provider *m = (mem_provider *)p;
+    m->n_ids = m->cursor = 0;
+}
+
+static void mp_destroy(expert_provider *p)
+{
+    mem_provider *m = (mem_provider *)p;
+    if (!m) return;
+    for (int i = 0; i < m->n_bufs; i++) free(m->bufs[i]);
+    free(m->bufs);
+    free(m->layers);
+    free(m->ids);
+    free(m);
+}
+
+static const expert_provider_ops mem_ops = {
+    .begin = mp_begin, .next = mp_next, .release = NULL, .end = mp_end, .hint = NULL, .destroy = mp_destroy,
+};
+
+/* One part: all n_expert slices, read in one go (they are usually one
+ * contiguous tensor). */
+static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout *L, const expert_part *part,
+                     sl_err *err)
+{
+    const gguf_part *f = &L->g->parts[part->file];
+    uint64_t stride = part->stride, len = stride * (uint64_t)m->n_expert;
+    if (part->bytes != stride || len / stride != (uint64_t)m->n_expert)
+        return sl_errf(err, "%s: expert slices of %llu bytes every %llu are not supported", f->path,
+                       (unsigned long long)part->bytes, (unsigned long long)stride);
+    unsigned char *buf = len && len <= SIZE_MAX - 64 ? aligned_alloc(64, (size_t)((len + 63) & ~(uint64_t)63)) : NULL;
+    if (!buf) return sl_errf(err, "out of memory loading %llu bytes of experts", (unsigned long long)len);
+    m->bufs[m->n_bufs++] = buf;
+    if (sl_pread_full(f->fd, buf, (size_t)len, part->off, f->path, err)) return -1;
+    ml->data[k] = buf;
+    ml->stride[k] = stride;
+    m->bytes += len;
+    return 0;
+}
+
+int mem_provider_create(expert_provider **out, const expert_layout *L, sl_err *err)
+{
+    *out = NULL;
+    mem_provider *m = calloc(1, sizeof *m);
+    if (!m) return sl_errf(err, "out of memory creating the expert provider");
+    m->base.ops = &mem_ops;
+    m->n_layers = L->n_layers;
+    m->n_expert = L->n_expert;
+    m->layers = calloc((size_t)(L->n_layers > 0 ? L->n_layers : 1), sizeof *m->layers);
+    m->bufs = calloc((size_t)L->n_layers * EXPERT_MAX_PARTS + 1, sizeof *m->bufs);
+    m->ids = calloc((size_t)(L->n_expert > 0 ? L->n_expert : 1), sizeof *m->ids);
+    if (!m->layers || !m->bufs || !m->ids) {
+        mp_destroy(&m->base);
+        return sl_errf(err, "out of memory creating the expert provider");
+    }
+    for (int il = 0; il < L->n_layers; il++) {
+        const expert_layer *src = &L->layer[il];
+        m->layers[il].n_parts = src->n_parts;
+        for (int k = 0; k < src->n_parts; k++)
+            if (load_part(m, &m->layers[il], k, L, &src->parts[k], err)) {
+                mp_destroy(&m->base);
+                return -1;
+            }
+    }
+    *out = &m->base;
+    return 0;
+}
+
+uint64_t mem_provider_bytes(const expert_provider *p)
+{
+    return ((const mem_provider *)p)->bytes;
+}

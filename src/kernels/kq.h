@@ -1,0 +1,105 @@
+/* Internal to src/kernels: ggml block layouts (ggml-common.h), the small
+ * decoding helpers every path shares, and the per-ISA kernel entry points.
+ * Blocks hold fp16 fields, so weight rows must be 2-byte aligned (GGUF data
+ * is 32-byte aligned; every row size of these types is even). */
+#ifndef SLUICE_KQ_H
+#define SLUICE_KQ_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define QK 32   /* elements per small block */
+#define QKK 256 /* elements per K-quant superblock */
+
+typedef struct { uint16_t d; uint8_t qs[16]; } blk_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[16]; } blk_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_1;
+typedef struct { uint16_t d; int8_t qs[32]; } blk_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[32]; } blk_q8_1;
+typedef struct { uint16_t d; uint8_t qs[16]; } blk_iq4_nl;
+typedef struct { uint8_t e; uint8_t qs[16]; } blk_mxfp4;
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } blk_q2_K;
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } blk_q3_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } blk_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } blk_q5_K;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } blk_q6_K;
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } blk_iq4_xs;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } blk_q8_K;
+
+_Static_assert(sizeof(blk_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(blk_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(blk_q5_0) == 22, "q5_0");
+_Static_assert(sizeof(blk_q5_1) == 24, "q5_1");
+_Static_assert(sizeof(blk_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(blk_q8_1) == 36, "q8_1");
+_Static_assert(sizeof(blk_iq4_nl) == 18, "iq4_nl");
+_Static_assert(sizeof(blk_mxfp4) == 17, "mxfp4");
+_Static_assert(sizeof(blk_q2_K) == 84, "q2_K");
+_Static_assert(sizeof(blk_q3_K) == 110, "q3_K");
+_Static_assert(sizeof(blk_q4_K) == 144, "q4_K");
+_Static_assert(sizeof(blk_q5_K) == 176, "q5_K");
+_Static_assert(sizeof(blk_q6_K) == 210, "q6_K");
+_Static_assert(sizeof(blk_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(blk_q8_K) == 292, "q8_K");
+
+static const int8_t KV_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+static const int8_t KV_MXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* E8M0 exponent to 0.5 * 2^(e-127) (ggml_e8m0_to_fp32_half; kvalues are 2x). */
+static inline float kq_e8m0_half(uint8_t e)
+{
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Q4_K / Q5_K 6-bit scale and min of sub-block j (ggml get_scale_min_k4). */
+static inline void kq_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q3_K signed 6-bit scale of 16-element group j (0..15), already minus 32. */
+static inline int kq_q3k_scale(const uint8_t *s, int j)
+{
+    int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+    int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* IQ4_XS 6-bit scale of sub-block ib (0..7), minus 32. */
+static inline int kq_iq4xs_scale(const blk_iq4_xs *b, int ib)
+{
+    int ls = ((b->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b->scales_h >> 2 * ib) & 3) << 4);
+    return ls - 32;
+}
+
+/* Rows [r0, r1) of y = W x on one thread.  Each path returns 0 when it has no
+ * kernel for this weight type, and the dispatcher falls back to the next one. */
+void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+
+/* Activation row conversion on AVX-512; 0 when the type has no SIMD form. */
+int kq_act_row_avx512(uint32_t vtype, const float *x, void *dst, int64_t n);
+
+/* Canonical final reduction of the 16 float lanes used for F32/F16/BF16. */
+static inline float kq_tree16(float *l)
+{
+    for (int s = 8; s >= 1; s >>= 1)
+        for (int i = 0; i < s; i++) l[i] += l[i + s];
+    return l[0];
+}
+
+#endif

@@ -1,0 +1,426 @@
+/* Matrix products: the canonical per-element reduction order (the scalar
+ * path below is its definition; the SIMD paths reproduce it bit for bit),
+ * ISA dispatch, and the split of rows over the pool.
+ *
+ * Canonical order (docs/KERNELS.md):
+ *  - quantised weights: per (super)block an exact integer sum S (and for
+ *    types with mins an exact integer M), then per element, sequentially
+ *    over blocks, acc = fmaf(dw*da, (float)S, acc) [and acc = fmaf(-(dmin*da),
+ *    (float)M, acc), or acc = fmaf(m_w, s_a, acc) for Q4_1/Q5_1].
+ *  - float weights: 16 lanes, element i into lane i%16 with fmaf, then the
+ *    fixed tree l[i] += l[i+s] for s = 8, 4, 2, 1. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/kq.h"
+
+#define H2F fp16_to_fp32
+
+/* ---- float weights ---- */
+
+static float dot_f32(const void *w, const void *a, int64_t n)
+{
+    const float *x = w, *y = a;
+    float l[16] = {0};
+    for (int64_t i = 0; i < n; i++) l[i & 15] = fmaf(x[i], y[i], l[i & 15]);
+    return kq_tree16(l);
+}
+
+static float dot_f16(const void *w, const void *a, int64_t n)
+{
+    const uint16_t *x = w, *y = a;
+    float l[16] = {0};
+    for (int64_t i = 0; i < n; i++) l[i & 15] = fmaf(H2F(x[i]), H2F(y[i]), l[i & 15]);
+    return kq_tree16(l);
+}
+
+static float dot_bf16(const void *w, const void *a, int64_t n)
+{
+    const uint16_t *x = w, *y = a;
+    float l[16] = {0};
+    for (int64_t i = 0; i < n; i++) l[i & 15] = fmaf(bf16_to_fp32(x[i]), bf16_to_fp32(y[i]), l[i & 15]);
+    return kq_tree16(l);
+}
+
+/* ---- weights with Q8_0 activations ---- */
+
+static int isum_nib(const uint8_t *qs, const int8_t *tab, const int8_t *a)
+{
+    int s = 0;
+    for (int j = 0; j < 16; j++) s += tab[qs[j] & 0xf] * a[j] + tab[qs[j] >> 4] * a[j + 16];
+    return s;
+}
+
+static const int8_t TAB_Q4_0[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+static float dot_q4_0(const void *w, const void *a, int64_t n)
+{
+    const blk_q4_0 *x = w;
+    const blk_q8_0 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++)
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)isum_nib(x[i].qs, TAB_Q4_0, y[i].qs), acc);
+    return acc;
+}
+
+static float dot_iq4_nl(const void *w, const void *a, int64_t n)
+{
+    const blk_iq4_nl *x = w;
+    const blk_q8_0 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++)
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)isum_nib(x[i].qs, KV_IQ4NL, y[i].qs), acc);
+    return acc;
+}
+
+static float dot_mxfp4(const void *w, const void *a, int64_t n)
+{
+    const blk_mxfp4 *x = w;
+    const blk_q8_0 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++)
+        acc = fmaf(kq_e8m0_half(x[i].e) * H2F(y[i].d), (float)isum_nib(x[i].qs, KV_MXFP4, y[i].qs), acc);
+    return acc;
+}
+
+static float dot_q8_0(const void *w, const void *a, int64_t n)
+{
+    const blk_q8_0 *x = w, *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        int s = 0;
+        for (int j = 0; j < QK; j++) s += x[i].qs[j] * y[i].qs[j];
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)s, acc);
+    }
+    return acc;
+}
+
+static uint32_t qh32(const uint8_t *qh)
+{
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+/* Sum of (5-bit quant + off) * a over one block. */
+static int isum_q5(const uint8_t *qs, uint32_t qh, int off, const int8_t *a)
+{
+    int s = 0;
+    for (int j = 0; j < 16; j++) {
+        int x0 = (qs[j] & 0xf) | (int)(((qh >> j) & 1) << 4);
+        int x1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        s += (x0 + off) * a[j] + (x1 + off) * a[j + 16];
+    }
+    return s;
+}
+
+static float dot_q5_0(const void *w, const void *a, int64_t n)
+{
+    const blk_q5_0 *x = w;
+    const blk_q8_0 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++)
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)isum_q5(x[i].qs, qh32(x[i].qh), -16, y[i].qs), acc);
+    return acc;
+}
+
+/* ---- weights with Q8_1 activations ---- */
+
+static float dot_q4_1(const void *w, const void *a, int64_t n)
+{
+    static const int8_t tab[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const blk_q4_1 *x = w;
+    const blk_q8_1 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)isum_nib(x[i].qs, tab, y[i].qs), acc);
+        acc = fmaf(H2F(x[i].m), H2F(y[i].s), acc);
+    }
+    return acc;
+}
+
+static float dot_q5_1(const void *w, const void *a, int64_t n)
+{
+    const blk_q5_1 *x = w;
+    const blk_q8_1 *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        acc = fmaf(H2F(x[i].d) * H2F(y[i].d), (float)isum_q5(x[i].qs, qh32(x[i].qh), 0, y[i].qs), acc);
+        acc = fmaf(H2F(x[i].m), H2F(y[i].s), acc);
+    }
+    return acc;
+}
+
+/* ---- K-quants and IQ4_XS with Q8_K activations ---- */
+
+static float dot_q2_K(const void *w, const void *a, int64_t n)
+{
+    const blk_q2_K *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0, M = 0;
+        for (int g = 0; g < 16; g++) { /* group g: elements 16g..16g+15 */
+            const uint8_t *q = x[i].qs + 32 * (g / 8) + 16 * (g & 1);
+            int shift = 2 * ((g / 2) & 3), s = 0;
+            for (int l = 0; l < 16; l++) s += ((q[l] >> shift) & 3) * y[i].qs[16 * g + l];
+            S += (x[i].scales[g] & 0xf) * s;
+            M += (x[i].scales[g] >> 4) * y[i].bsums[g];
+        }
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+        acc = fmaf(-(y[i].d * H2F(x[i].dmin)), (float)M, acc);
+    }
+    return acc;
+}
+
+static float dot_q3_K(const void *w, const void *a, int64_t n)
+{
+    const blk_q3_K *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0;
+        for (int g = 0; g < 16; g++) {
+            int off = 16 * (g & 1), shift = 2 * ((g / 2) & 3), hbit = g / 2, s = 0;
+            const uint8_t *q = x[i].qs + 32 * (g / 8) + off;
+            for (int l = 0; l < 16; l++) {
+                int v = ((q[l] >> shift) & 3) - ((x[i].hmask[off + l] >> hbit) & 1 ? 0 : 4);
+                s += v * y[i].qs[16 * g + l];
+            }
+            S += kq_q3k_scale(x[i].scales, g) * s;
+        }
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+    }
+    return acc;
+}
+
+static float dot_q4_K(const void *w, const void *a, int64_t n)
+{
+    const blk_q4_K *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0, M = 0;
+        for (int j = 0; j < 8; j++) { /* sub-block j: elements 32j..32j+31 */
+            const uint8_t *q = x[i].qs + 32 * (j / 2);
+            int shift = 4 * (j & 1), sc, m, s = 0;
+            for (int l = 0; l < 32; l++) s += ((q[l] >> shift) & 0xf) * y[i].qs[32 * j + l];
+            kq_scale_min_k4(j, x[i].scales, &sc, &m);
+            S += sc * s;
+            M += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+        acc = fmaf(-(y[i].d * H2F(x[i].dmin)), (float)M, acc);
+    }
+    return acc;
+}
+
+static float dot_q5_K(const void *w, const void *a, int64_t n)
+{
+    const blk_q5_K *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0, M = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = x[i].qs + 32 * (j / 2);
+            int shift = 4 * (j & 1), sc, m, s = 0;
+            for (int l = 0; l < 32; l++) {
+                int v = ((q[l] >> shift) & 0xf) | (((x[i].qh[l] >> j) & 1) << 4);
+                s += v * y[i].qs[32 * j + l];
+            }
+            kq_scale_min_k4(j, x[i].scales, &sc, &m);
+            S += sc * s;
+            M += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+        acc = fmaf(-(y[i].d * H2F(x[i].dmin)), (float)M, acc);
+    }
+    return acc;
+}
+
+static float dot_q6_K(const void *w, const void *a, int64_t n)
+{
+    const blk_q6_K *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0;
+        for (int g = 0; g < 16; g++) { /* elements 16g..: chunk c, quarter k, half h */
+            int c = g / 8, k = (g / 2) & 3, h = g & 1, s = 0;
+            const uint8_t *ql = x[i].ql + 64 * c + 32 * (k & 1) + 16 * h;
+            const uint8_t *qh = x[i].qh + 32 * c + 16 * h;
+            for (int l = 0; l < 16; l++) {
+                int v = ((ql[l] >> (4 * (k / 2))) & 0xf) | (((qh[l] >> (2 * k)) & 3) << 4);
+                s += (v - 32) * y[i].qs[16 * g + l];
+            }
+            S += x[i].scales[8 * c + 2 * k + h] * s;
+        }
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+    }
+    return acc;
+}
+
+static float dot_iq4_xs(const void *w, const void *a, int64_t n)
+{
+    const blk_iq4_xs *x = w;
+    const blk_q8_K *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++) {
+        int S = 0;
+        for (int ib = 0; ib < 8; ib++)
+            S += kq_iq4xs_scale(&x[i], ib) * isum_nib(x[i].qs + 16 * ib, KV_IQ4NL, y[i].qs + 32 * ib);
+        acc = fmaf(y[i].d * H2F(x[i].d), (float)S, acc);
+    }
+    return acc;
+}
+
+typedef float (*dot_fn)(const void *w, const void *a, int64_t n);
+
+static dot_fn dot_for(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_F32: return dot_f32;
+    case GGML_TYPE_F16: return dot_f16;
+    case GGML_TYPE_BF16: return dot_bf16;
+    case GGML_TYPE_Q4_0: return dot_q4_0;
+    case GGML_TYPE_Q4_1: return dot_q4_1;
+    case GGML_TYPE_Q5_0: return dot_q5_0;
+    case GGML_TYPE_Q5_1: return dot_q5_1;
+    case GGML_TYPE_Q8_0: return dot_q8_0;
+    case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
+    case GGML_TYPE_MXFP4: return dot_mxfp4;
+    case GGML_TYPE_Q2_K: return dot_q2_K;
+    case GGML_TYPE_Q3_K: return dot_q3_K;
+    case GGML_TYPE_Q4_K: return dot_q4_K;
+    case GGML_TYPE_Q5_K: return dot_q5_K;
+    case GGML_TYPE_Q6_K: return dot_q6_K;
+    case GGML_TYPE_IQ4_XS: return dot_iq4_xs;
+    default: return NULL;
+    }
+}
+
+void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    dot_fn dot = dot_for(w->type);
+    for (int64_t t = 0; t < x->rows; t++) {
+        const char *a = (const char *)x->data + (size_t)t * x->row_bytes;
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)t * y_stride + (size_t)r] = dot((const char *)w->data + (size_t)r * w->row_bytes, a, w->ne0);
+    }
+}
+
+static bool shapes_ok(const sl_mat *w, const sl_act *x)
+{
+    return dot_for(w->type) && x->vtype == kernels_vec_dot_type(w->type) && x->n == w->ne0;
+}
+
+/* A misuse (activations prepared for another type or length) is a bug in
+ * the caller; NaN outputs make it visible without printing from here. */
+static void fill_nan(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    for (int64_t t = 0; t < x->rows; t++)
+        for (int64_t r = r0; r < r1; r++) y[(size_t)t * y_stride + (size_t)r] = NAN;
+    (void)w;
+}
+
+void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1,
+                 sl_isa isa)
+{
+    if (r1 <= r0 || x->rows <= 0) return;
+    if (!shapes_ok(w, x)) {
+        fill_nan(w, x, y, y_stride, r0, r1);
+        return;
+    }
+    if (isa >= SL_ISA_AVX512 && kq_rows_avx512(w, x, y, y_stride, r0, r1)) return;
+    if (isa >= SL_ISA_AVX2 && kq_rows_avx2(w, x, y, y_stride, r0, r1)) return;
+    kq_rows_scalar(w, x, y, y_stride, r0, r1);
+}
+
+typedef struct {
+    const sl_mat *w;
+    const sl_act *x;
+    float *y;
+    size_t y_stride;
+    int64_t chunk;
+    sl_isa isa;
+} mm_job;
+
+static void mm_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const mm_job *j = ctx;
+    int64_t r0 = (int64_t)task * j->chunk, r1 = r0 + j->chunk;
+    if (r1 > j->w->ne1) r1 = j->w->ne1;
+    matmul_rows(j->w, j->x, j->y, j->y_stride, r0, r1, j->isa);
+}
+
+void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool *pool)
+{
+    int nt = pool_threads(pool);
+    sl_isa isa = pool_isa(pool);
+    int64_t rows = w->ne1;
+    double work = (double)w->row_bytes * (double)rows * (double)(x->rows > 0 ? x->rows : 1);
+    if (nt <= 1 || rows < 32 || work < 65536.0) {
+        matmul_rows(w, x, y, y_stride, 0, rows, isa);
+        return;
+    }
+    /* A few tasks per thread balance uneven progress; chunks stay multiples
+     * of 16 rows, the SIMD tile height. */
+    int64_t want = (int64_t)nt * (x->rows > 1 ? 4 : 2);
+    int64_t chunk = (rows + want - 1) / want;
+    chunk = (chunk + 15) & ~(int64_t)15;
+    mm_job job = {w, x, y, y_stride, chunk, isa};
+    pool_run(pool, (int)((rows + chunk - 1) / chunk), mm_task, &job);
+}
+
+/* ---- batches of products ---- */
+
+typedef struct {
+    int job;
+    int64_t r0, r1;
+} many_task;
+
+typedef struct {
+    const sl_matmul_job *jobs;
+    const many_task *tasks;
+    sl_isa isa;
+} many_ctx;
+
+static void many_run(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const many_ctx *c = ctx;
+    const many_task *t = &c->tasks[task];
+    const sl_matmul_job *j = &c->jobs[t->job];
+    matmul_rows(j->w, j->x, j->y, j->y_stride, t->r0, t->r1, c->isa);
+}
+
+void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
+{
+    int nt = pool_threads(pool);
+    sl_isa isa = pool_isa(pool);
+    if (n_jobs <= 0) return;
+    double work = 0;
+    int64_t rows = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        work += (double)jobs[i].w->row_bytes * (double)jobs[i].w->ne1 * (double)(jobs[i].x->rows > 0 ? jobs[i].x->rows : 1);
+        rows += jobs[i].w->ne1;
+    }
+    /* chunks of whole 16-row groups, about 4 per thread over the whole batch */
+    int64_t chunk = (rows / ((int64_t)nt * 4) + 15) & ~(int64_t)15;
+    if (chunk < 16) chunk = 16;
+    int64_t n_tasks = 0;
+    for (int i = 0; i < n_jobs; i++) n_tasks += (jobs[i].w->ne1 + chunk - 1) / chunk;
+    many_task *tasks = nt > 1 && work >= 65536.0 && n_tasks < INT32_MAX ? malloc(sizeof *tasks * (size_t)n_tasks) : NULL;
+    if (!tasks) { /* one thread, tiny batch, or no memory: same results serially */
+        for (int i = 0; i < n_jobs; i++)
+            matmul_rows(jobs[i].w, jobs[i].x, jobs[i].y, jobs[i].y_stride, 0, jobs[i].w->ne1, isa);
+        return;
+    }
+    int64_t k = 0;
+    for (int i = 0; i < n_jobs; i++)
+        for (int64_t r = 0; r < jobs[i].w->ne1; r += chunk)
+            tasks[k++] = (many_task){i, r, r + chunk < jobs[i].w->ne1 ? r + chunk : jobs[i].w->ne1};
+    many_ctx c = {jobs, tasks, isa};
+    pool_run(pool, (int)n_tasks, many_run, &c);
+    free(tasks);
+}

@@ -1,0 +1,71 @@
+/* Element-wise ops, written to give ggml's results on the AVX-512 build that
+ * made the goldens:
+ *  - rms_norm: ggml_compute_forward_rms_norm_f32 (sum of float squares in
+ *    double, scale = 1/sqrtf(mean + eps), out = x*scale*w);
+ *  - silu/swiglu/softmax: ggml's vector expf (ggml_v_expf, AVX-512 variant)
+ *    for every full group of 16 elements, libm expf for the n%16 tail, as
+ *    ggml_vec_swiglu_f32 / ggml_vec_soft_max_f32 do; the softmax sum adds
+ *    each 16-group's tree sum (_mm512_reduce_add_ps) into a double.
+ * Nothing here depends on the ISA path, so results are identical on all. */
+#include <math.h>
+
+#include "kernels/kq.h"
+
+/* ggml_v_expf (AVX-512 form) one lane at a time: same FMAs, same constants;
+ * _mm512_scalef_ps(j, n) is an exact power-of-two scaling, i.e. ldexpf. */
+static float v_expf(float x)
+{
+    if (isnan(x)) return x;
+    const float r = 0x1.8p23f;
+    float z = fmaf(x, 0x1.715476p+0f, r);
+    float n = z - r;
+    float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    float u = b * b;
+    float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                   fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+float op_silu(float x)
+{
+    return x / (1.0f + v_expf(0.0f - x));
+}
+
+void op_swiglu(float *out, const float *g, const float *u, int64_t n)
+{
+    int64_t i = 0, nv = n - n % 16;
+    for (; i < nv; i++) out[i] = op_silu(g[i]) * u[i];
+    for (; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    float mean = (float)(sum / (double)n);
+    float scale = 1.0f / sqrtf(mean + eps);
+    if (w)
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+}
+
+void op_softmax(float *x, int64_t n)
+{
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 15 < n; i += 16) {
+        float l[16];
+        for (int k = 0; k < 16; k++) l[k] = x[i + k] = v_expf(x[i + k] - max);
+        sum += (double)kq_tree16(l);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (i = 0; i < n; i++) x[i] *= inv;
+}

@@ -1,0 +1,214 @@
+/* Every architecture fixture in ../shared/models/arch against llama.cpp's
+ * goldens (../shared/golden/arch, schema and tolerances in its README):
+ * last-prompt logits within max|d|/R, top-10 per step (swaps only between
+ * near-equal golden logits), golden top-1 in our top-3, and 32-token greedy
+ * continuations (a first mismatch is accepted only at a golden near-tie,
+ * reported with a '#' line).  Goldens used f32 KV and no flash attention. */
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch/model.h"
+#include "t.h"
+
+typedef struct {
+    const char *name;
+    double tol;      /* prompt logits: README column "engine mimics ggml activation rounding" */
+    double tol_step; /* decode steps: top-10 order and greedy near-ties (see below) */
+    double gap;      /* > 0: known kernel gap, used instead of tol (see GAP_WHY) */
+} fixture;
+
+/* Decode steps of float-weight models: llama.cpp multiplies a single token
+ * with ggml_vec_dot (4 x 16 lanes) but a batch with llamafile's sgemm (16
+ * lanes); sluice computes every position one way (batch invariance), the
+ * batched way, so steps after the prompt get the README's tolerance for
+ * engines that do not reproduce ggml's arithmetic exactly.  kmix: the
+ * golden's decode ran on repacked K-quant kernels (prompt logits agree to
+ * 2e-7; sluice equals llama.cpp without repacking to 2e-7 on all 32 steps),
+ * so its decode steps get the K-quant column of that table too. */
+
+/* Prompt logits where the kernels do not yet reproduce ggml's order:
+ * BF16 lacks vdpbf16ps pairing (acc += odd product, then += even product);
+ * F16 experts use the sgemm order while llama.cpp's mul_mat_id uses
+ * vec_dot's.  With both orders emulated every fixture agrees to 8e-8. */
+#define GAP_WHY "kernel summation order differs from ggml's for this path"
+
+static const fixture fixtures[] = {
+    {"llama-gqa-F32", 1e-5, 1e-5, 0},          {"llama-gqa-Q8_0", 1e-3, 1e-3, 0},
+    {"llama-gqa-Q4_0", 1e-3, 1e-3, 0},         {"qwen3-dense-BF16", 1e-4, 5e-3, 3e-3},
+    {"qwen3moe-a3b-F16", 1e-4, 2e-3, 6e-4},    {"deepseek2-kimik2-F16", 1e-4, 2e-3, 6e-4},
+    {"deepseek2-dsv3-F16", 1e-4, 2e-3, 6e-4},  {"llama-mixtral-Q4_0", 1e-3, 1e-3, 0},
+    {"llama-kmix-KMIX", 1e-3, 3e-2, 0},
+};
+
+static void top_n(const float *v, int n, int k, int *out)
+{
+    for (int i = 0; i < k; i++) out[i] = -1;
+    for (int j = 0; j < n; j++) {
+        int pos = k;
+        while (pos > 0 && (out[pos - 1] < 0 || v[j] > v[out[pos - 1]])) pos--;
+        if (pos == k) continue;
+        for (int i = k - 1; i > pos; i--) out[i] = out[i - 1];
+        out[pos] = j;
+    }
+}
+
+static int argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* Golden top-10 vs ours: every golden id clearly inside the top-10 must be
+ * in ours, and two golden entries clearly apart must keep their order. */
+static void check_topk(const char *what, int step, json_t *tk, const float *lg, int nv, double tol_abs)
+{
+    int ours[10], gid[10];
+    double glog[10];
+    top_n(lg, nv, 10, ours);
+    for (int i = 0; i < 10; i++) {
+        gid[i] = (int)json_integer_value(json_array_get(json_object_get(tk, "ids"), i));
+        glog[i] = json_number_value(json_array_get(json_object_get(tk, "logits"), i));
+    }
+    int rank[10];
+    for (int i = 0; i < 10; i++) {
+        rank[i] = -1;
+        for (int j = 0; j < 10; j++)
+            if (ours[j] == gid[i]) rank[i] = j;
+        T_CHECK(rank[i] >= 0 || glog[i] - glog[9] <= tol_abs, "%s step %d: golden #%d (id %d) not in our top-10",
+                what, step, i, gid[i]);
+    }
+    for (int i = 0; i < 10; i++)
+        for (int j = i + 1; j < 10; j++)
+            if (rank[i] >= 0 && rank[j] >= 0 && glog[i] - glog[j] > tol_abs)
+                T_CHECK(rank[i] < rank[j], "%s step %d: ids %d and %d swapped", what, step, gid[i], gid[j]);
+    int top3[3];
+    top_n(lg, nv, 3, top3);
+    T_CHECK(gid[0] == top3[0] || gid[0] == top3[1] || gid[0] == top3[2],
+            "%s step %d: golden top-1 %d not in our top-3", what, step, gid[0]);
+}
+
+static float *read_logits(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *v = malloc(n * sizeof *v);
+    if (v && fread(v, sizeof *v, n, f) != n) {
+        free(v);
+        v = NULL;
+    }
+    fclose(f);
+    return v;
+}
+
+/* One prompt: logits after the prompt, then 32 greedy steps fed with the
+ * golden ids (teacher forcing keeps the top-k steps comparable). */
+static double run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const float *gold, bool *near_tie)
+{
+    int nv = model_n_vocab(m);
+    sl_err err;
+    sl_session *s;
+    session_opts so = {.kv_mode = SL_KV_F32};
+    if (session_create_opts(&s, m, 256, NULL, &so, &err)) {
+        T_CHECK(0, "%s: %s", fx->name, err.msg);
+        return INFINITY;
+    }
+    json_t *toks = json_object_get(p, "tokens"), *greedy = json_object_get(p, "greedy");
+    json_t *gaps = json_object_get(p, "greedy_top2_gap"), *ranges = json_object_get(p, "greedy_logit_range");
+    int n = (int)json_array_size(toks);
+    int32_t ids[64];
+    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    double worst = INFINITY;
+    if (session_eval(s, ids, n, lg, false, &err)) {
+        T_CHECK(0, "%s: %s", fx->name, err.msg);
+        goto out;
+    }
+    float gmin = gold[0], gmax = gold[0];
+    double md = 0;
+    for (int i = 0; i < nv; i++) {
+        gmin = fminf(gmin, gold[i]), gmax = fmaxf(gmax, gold[i]);
+        md = fmax(md, fabs((double)lg[i] - gold[i]));
+    }
+    worst = md / (gmax - gmin);
+    double tol = fx->gap > 0 ? fx->gap : fx->tol;
+    T_CHECK(worst <= tol, "%s prompt %d: max|d|/R %.3g > %.3g", fx->name, pi, worst, tol);
+    bool diverged = false;
+    for (int st = 0; st < (int)json_array_size(greedy); st++) {
+        double R = json_number_value(json_array_get(ranges, st));
+        json_t *tk = json_array_get(json_object_get(p, "topk"), st);
+        char what[96];
+        snprintf(what, sizeof what, "%s prompt %d", fx->name, pi);
+        double ts = st == 0 ? tol : fx->tol_step;
+        if (tk) check_topk(what, st, tk, lg, nv, ts * R);
+        int32_t g = (int32_t)json_integer_value(json_array_get(greedy, st));
+        if (!diverged && argmax(lg, nv) != g) {
+            double gap = json_number_value(json_array_get(gaps, st));
+            diverged = true;
+            T_CHECK(gap <= ts * R, "%s: greedy step %d: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
+                    argmax(lg, nv), g, gap, ts * R);
+            if (gap <= ts * R) {
+                printf("# %s: greedy diverges at step %d at a golden near-tie (top-2 gap %.3g <= %.3g)\n", what,
+                       st, gap, ts * R);
+                *near_tie = true;
+            }
+        }
+        if (st + 1 < (int)json_array_size(greedy) && session_eval(s, &g, 1, lg, false, &err)) {
+            T_CHECK(0, "%s: %s", fx->name, err.msg);
+            break;
+        }
+    }
+out:
+    free(lg);
+    session_free(s);
+    return worst;
+}
+
+static void run_fixture(const fixture *fx)
+{
+    char rel[256], name[128];
+    snprintf(name, sizeof name, "arch %s", fx->name);
+    snprintf(rel, sizeof rel, "golden/arch/%s.json", fx->name);
+    const char *jpath = t_shared(rel);
+    snprintf(rel, sizeof rel, "models/arch/%s.gguf", fx->name);
+    const char *mpath = t_shared(rel);
+    snprintf(rel, sizeof rel, "golden/arch/%s.logits.f32", fx->name);
+    const char *lpath = t_shared(rel);
+    if (!jpath || !mpath || !lpath) {
+        t_skip(name, "../shared fixtures not found");
+        return;
+    }
+    t_begin(name);
+    json_error_t je;
+    json_t *j = json_load_file(jpath, 0, &je);
+    sl_model *m = NULL;
+    sl_err err;
+    T_CHECK(j != NULL, "%s: %s", jpath, je.text);
+    if (j && model_load(&m, mpath, NULL, &err)) T_CHECK(0, "%s", err.msg);
+    if (j && m) {
+        int nv = model_n_vocab(m);
+        json_t *prompts = json_object_get(j, "prompts");
+        float *gold = read_logits(lpath, json_array_size(prompts) * (size_t)nv);
+        T_CHECK(gold != NULL, "cannot read %s", lpath);
+        double worst = 0;
+        bool near_tie = false;
+        for (size_t pi = 0; gold && pi < json_array_size(prompts); pi++)
+            worst = fmax(worst, run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * nv, &near_tie));
+        printf("# %s: max|d|/R %.3g, README tolerance %.0e", fx->name, worst, fx->tol);
+        if (fx->gap > 0) printf(", known kernel gap: checked at %.0e (" GAP_WHY ")", fx->gap);
+        printf("%s\n", near_tie ? "; a greedy near-tie was accepted" : "");
+        free(gold);
+    }
+    model_free(m);
+    json_decref(j);
+    t_end();
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) run_fixture(&fixtures[i]);
+    return t_done();
+}

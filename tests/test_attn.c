@@ -1,0 +1,116 @@
+/* Attention inner loops: every ISA path equals the scalar definition bit
+ * for bit on random data of many shapes, and the flash-attention row agrees
+ * with a plain double-precision softmax attention within f16 accuracy. */
+#include <math.h>
+#include <stdint.h>
+
+#include "arch/attn_simd.h"
+#include "kernels/kernels.h"
+#include "t.h"
+
+static uint64_t rs = 0x243f6a8885a308d3ull;
+static double rndu(void)
+{
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (double)(rs >> 11) * 0x1p-53;
+}
+static float rndf(void) { return (float)(rndu() * 2.0 - 1.0); }
+
+static void fill16(uint16_t *x, int n, float scale)
+{
+    for (int i = 0; i < n; i++) x[i] = fp32_to_fp16(rndf() * scale);
+}
+
+static void fillf(float *x, int n)
+{
+    for (int i = 0; i < n; i++) x[i] = rndf();
+}
+
+static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+
+static void primitives(const attn_simd *s, const attn_simd *o, const char *name)
+{
+    char title[96];
+    snprintf(title, sizeof title, "attention primitives: %s equals scalar", name);
+    t_begin(title);
+    enum { N = 700 };
+    static uint16_t x16[N], y16[N], a16[N], b16[N];
+    static float xf[N], yf[N], la[16 * N], lb[16 * N], oa[N], ob[N];
+    for (int n = 1; n < N; n += n < 80 ? 1 : 37) {
+        fill16(x16, n, 4.0f), fill16(y16, n, 4.0f), fillf(xf, n), fillf(yf, n);
+        float d1 = s->dot_f16(x16, y16, n), d2 = o->dot_f16(x16, y16, n);
+        T_CHECK(same(&d1, &d2, 4), "dot_f16 n=%d: %a vs %a", n, d1, d2);
+        d1 = s->dot_f32(xf, yf, n), d2 = o->dot_f32(xf, yf, n);
+        T_CHECK(same(&d1, &d2, 4), "dot_f32 n=%d: %a vs %a", n, d1, d2);
+        fill16(a16, n, 2.0f);
+        memcpy(b16, a16, sizeof(uint16_t) * (size_t)n);
+        float w = rndf();
+        s->mad_f16(a16, x16, w, n), o->mad_f16(b16, x16, w, n);
+        T_CHECK(same(a16, b16, 2 * (size_t)n), "mad_f16 n=%d", n);
+        s->scale_f16(a16, w, n), o->scale_f16(b16, w, n);
+        T_CHECK(same(a16, b16, 2 * (size_t)n), "scale_f16 n=%d", n);
+        fillf(la, n);
+        memcpy(lb, la, sizeof(float) * (size_t)n);
+        s->axpy_f32(la, xf, w, n), o->axpy_f32(lb, xf, w, n);
+        T_CHECK(same(la, lb, 4 * (size_t)n), "axpy_f32 n=%d", n);
+        s->axpy_f16(la, x16, w, n), o->axpy_f16(lb, x16, w, n);
+        T_CHECK(same(la, lb, 4 * (size_t)n), "axpy_f16 n=%d", n);
+        fillf(la, 16 * n);
+        s->tree_rows(oa, la, n), o->tree_rows(ob, la, n);
+        T_CHECK(same(oa, ob, 4 * (size_t)n), "tree_rows n=%d", n);
+    }
+    t_end();
+}
+
+/* Keys/values for n positions, row stride `stride` elements. */
+static void flash_case(const attn_simd *s, const attn_simd *o, int dk, int dv, int n, int stride)
+{
+    uint16_t *k = malloc(sizeof(uint16_t) * (size_t)n * stride), *v = malloc(sizeof(uint16_t) * (size_t)n * stride);
+    uint16_t q[1024], acc[1024];
+    float oa[1024], ob[1024], *work = malloc(sizeof(float) * 3 * (size_t)n);
+    fill16(k, n * stride, 1.0f), fill16(v, n * stride, 1.0f), fill16(q, dk, 1.0f);
+    float scale = 1.0f / sqrtf((float)dk) * 3.0f;
+    s->flash(k, (size_t)stride, v, (size_t)stride, q, dk, dv, n, scale, oa, acc, work);
+    if (o) {
+        o->flash(k, (size_t)stride, v, (size_t)stride, q, dk, dv, n, scale, ob, acc, work);
+        T_CHECK(same(oa, ob, 4 * (size_t)dv), "flash dk=%d dv=%d n=%d differs from scalar", dk, dv, n);
+    }
+    /* plain softmax attention in double */
+    double *p = malloc(sizeof(double) * (size_t)n), mx = -INFINITY, sum = 0, err = 0, mag = 0;
+    for (int j = 0; j < n; j++) {
+        double d = 0;
+        for (int i = 0; i < dk; i++) d += (double)fp16_to_fp32(k[(size_t)j * stride + i]) * fp16_to_fp32(q[i]);
+        p[j] = d * scale;
+        mx = fmax(mx, p[j]);
+    }
+    for (int j = 0; j < n; j++) sum += p[j] = exp(p[j] - mx);
+    for (int i = 0; i < dv; i++) {
+        double r = 0;
+        for (int j = 0; j < n; j++) r += p[j] / sum * fp16_to_fp32(v[(size_t)j * stride + i]);
+        err = fmax(err, fabs(r - oa[i]));
+        mag = fmax(mag, fabs(r));
+    }
+    T_CHECK(err <= 4e-3 * fmax(mag, 0.1), "flash dk=%d dv=%d n=%d: error %.3g vs the double reference", dk, dv, n,
+            err);
+    free(p);
+    free(k);
+    free(v);
+    free(work);
+}
+
+int main(void)
+{
+    (void)t_shared;
+    const attn_simd *scalar = attn_simd_for(SL_ISA_SCALAR);
+    const attn_simd *best = attn_simd_for(kernels_isa_detected());
+    if (best != scalar) primitives(scalar, best, kernels_isa_name(kernels_isa_detected()));
+    else t_skip("attention primitives: SIMD equals scalar", "no SIMD attention path on this CPU");
+    t_begin("flash attention row: ISA paths agree, matches a double softmax");
+    static const int shapes[][3] = {{64, 64, 1},   {64, 64, 37},  {64, 64, 300}, {128, 128, 90}, {48, 32, 50},
+                                    {576, 512, 20}, {32, 32, 17},  {64, 48, 40},  {256, 256, 9}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        flash_case(scalar, best != scalar ? best : NULL, shapes[i][0], shapes[i][1], shapes[i][2],
+                   shapes[i][0] + 8);
+    t_end();
+    return t_done();
+}

@@ -1,0 +1,148 @@
+/* Bad input must fail cleanly with a message naming what is wrong: damaged
+ * copies of the bundled models (written to a temp dir by gguf_write.h) with
+ * an unsupported architecture, a missing or misshapen tensor, a tensor type
+ * the kernels cannot multiply, a missing required key; and sessions that
+ * overflow their context or get out-of-range token ids. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "arch/model.h"
+#include "gguf_write.h"
+#include "t.h"
+
+static char tmpdir[64];
+
+/* Loads SRC with edit E applied; expects failure with all of NEEDLES in the message. */
+static void expect_load_error(const char *name, const char *src, const gguf_edit *e, const char *const *needles)
+{
+    t_begin(name);
+    gguf_file *g;
+    sl_err err;
+    char path[128], msg[256];
+    snprintf(path, sizeof path, "%s/damaged.gguf", tmpdir);
+    if (gguf_open(&g, src, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        t_end();
+        return;
+    }
+    int rc = gguf_write_edited(g, path, e, msg, sizeof msg);
+    gguf_close(g);
+    T_CHECK(rc == 0, "%s", msg);
+    sl_model *m = NULL;
+    if (rc == 0) {
+        err.msg[0] = 0;
+        T_CHECK(model_load(&m, path, NULL, &err) != 0, "loading succeeded");
+        printf("# %s\n", err.msg);
+        for (int i = 0; needles[i]; i++)
+            T_CHECK(strstr(err.msg, needles[i]) != NULL, "message \"%s\" lacks \"%s\"", err.msg, needles[i]);
+    }
+    model_free(m);
+    unlink(path);
+    t_end();
+}
+
+static void session_errors(void)
+{
+    t_begin("context overflow and bad token ids are errors");
+    sl_model *m;
+    sl_session *s;
+    sl_err err;
+    float *lg = NULL;
+    if (model_load(&m, "models/tinydraft-f16.gguf", NULL, &err) || session_create(&s, m, 8, NULL, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        t_end();
+        return;
+    }
+    lg = malloc(sizeof(float) * (size_t)model_n_vocab(m));
+    int32_t toks[9] = {464, 1468, 582, 3114, 379, 262, 5417, 290, 531};
+    T_CHECK(session_eval(s, toks, 9, lg, false, &err) != 0, "9 tokens fit an 8-token context");
+    T_CHECK(strstr(err.msg, "context overflow") != NULL, "message: %s", err.msg);
+    T_CHECK(session_pos(s) == 0, "failed eval moved the position to %d", session_pos(s));
+    T_CHECK(session_eval(s, toks, 6, lg, false, &err) == 0, "%s", err.msg);
+    T_CHECK(session_eval(s, toks, 3, lg, false, &err) != 0 && strstr(err.msg, "context overflow"),
+            "6 + 3 tokens fit an 8-token context");
+    T_CHECK(session_eval(s, toks, 2, lg, false, &err) == 0 && session_pos(s) == 8, "filling to n_ctx: %s",
+            err.msg);
+    session_rewind(s, 7);
+    int32_t bad = model_n_vocab(m);
+    T_CHECK(session_eval(s, &bad, 1, lg, false, &err) != 0 && strstr(err.msg, "out of range"),
+            "token id n_vocab accepted");
+    T_CHECK(session_eval(s, toks, 1, lg, false, &err) == 0 && session_pos(s) == 8, "after rewind: %s", err.msg);
+    free(lg);
+    session_free(s);
+    model_free(m);
+    t_end();
+}
+
+int main(void)
+{
+    (void)t_skip;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sluice-test-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        t_begin("temp dir");
+        T_CHECK(0, "mkdtemp failed");
+        t_end();
+        return t_done();
+    }
+    const char *draft = "models/tinydraft-f16.gguf", *moe = "models/tinymoe-q8_0.gguf";
+    {
+        gguf_edit e = {.str_key = "general.architecture", .str_val = "mamba9", .new_type = -1};
+        expect_load_error("unsupported architecture", draft, &e,
+                          (const char *[]){"unsupported architecture", "'mamba9'", NULL});
+    }
+    {
+        gguf_edit e = {.drop_tensor = "blk.1.attn_k.weight", .new_type = -1};
+        expect_load_error("missing tensor", draft, &e,
+                          (const char *[]){"missing tensor", "'blk.1.attn_k.weight'", "{128, 64}", NULL});
+    }
+    {
+        gguf_edit e = {.edit_tensor = "blk.0.attn_q.weight", .ne = {128, 64, 1, 1}, .new_type = -1};
+        expect_load_error("wrong tensor shape", draft, &e,
+                          (const char *[]){"'blk.0.attn_q.weight'", "expected {128, 128}", "got {128, 64}", NULL});
+    }
+    {
+        gguf_edit e = {.edit_tensor = "blk.0.attn_v.weight", .new_type = GGML_TYPE_I8};
+        expect_load_error("unsupported tensor type", draft, &e,
+                          (const char *[]){"'blk.0.attn_v.weight'", "i8", NULL});
+    }
+    {
+        gguf_edit e = {.drop_key = "qwen3.attention.layer_norm_rms_epsilon", .new_type = -1};
+        expect_load_error("missing required key (rms eps)", draft, &e,
+                          (const char *[]){"missing required key", "'qwen3.attention.layer_norm_rms_epsilon'", NULL});
+    }
+    {
+        gguf_edit e = {.drop_key = "qwen3.block_count", .new_type = -1};
+        expect_load_error("missing required key (block_count)", draft, &e,
+                          (const char *[]){"missing required key", "'qwen3.block_count'", NULL});
+    }
+    {
+        gguf_edit e = {.drop_tensor = "blk.2.ffn_up_exps.weight", .new_type = -1};
+        expect_load_error("missing expert tensor", moe, &e,
+                          (const char *[]){"missing tensor", "'blk.2.ffn_up_exps.weight'", "{256, 192, 32}", NULL});
+    }
+    {
+        gguf_edit e = {.drop_key = "qwen3moe.expert_used_count", .new_type = -1};
+        expect_load_error("missing required key (expert_used_count)", moe, &e,
+                          (const char *[]){"missing required key", "expert_used_count", NULL});
+    }
+    const char *ds = t_shared("models/arch/deepseek2-kimik2-F16.gguf");
+    if (ds) {
+        gguf_edit e = {.drop_key = "deepseek2.attention.kv_lora_rank", .new_type = -1};
+        expect_load_error("missing required key (deepseek2 kv_lora_rank)", ds, &e,
+                          (const char *[]){"missing required key", "'deepseek2.attention.kv_lora_rank'", NULL});
+    } else {
+        t_skip("missing required key (deepseek2 kv_lora_rank)", "../shared fixtures not found");
+    }
+    t_begin("nonexistent file");
+    {
+        sl_model *m = NULL;
+        sl_err err;
+        T_CHECK(model_load(&m, "tests/fixtures/no-such-model.gguf", NULL, &err) != 0, "loaded");
+        T_CHECK(strstr(err.msg, "no-such-model.gguf") != NULL, "message: %s", err.msg);
+        model_free(m);
+    }
+    t_end();
+    session_errors();
+    rmdir(tmpdir);
+    return t_done();
+}
