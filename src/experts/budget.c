@@ -1,0 +1,47 @@
+#include "experts/budget.h"
+
+#include <stdio.h>
+
+/* Measured: the sluice binary with its libraries and an idle pool is about
+ * 12 MiB resident; thread stacks touch little.  The rest is headroom for
+ * allocator fragmentation and the kernel's per-process structures that the
+ * memory cgroup also charges. */
+uint64_t mem_runtime_overhead(int threads)
+{
+    return (48ull << 20) + (uint64_t)(threads > 0 ? threads : 1) * (2ull << 20);
+}
+
+static const char *mib(uint64_t b, char *buf)
+{
+    snprintf(buf, 32, "%.1f MiB", (double)b / (1 << 20));
+    return buf;
+}
+
+int mem_plan_make(mem_plan *p, const mem_plan_in *in, sl_err *err)
+{
+    char a[32], b[32], c[32], d[32];
+    *p = (mem_plan){.total = in->total, .spine = in->spine, .kv = in->kv, .scratch = in->scratch,
+                    .runtime = mem_runtime_overhead(in->threads), .slot_bytes = in->slot_bytes,
+                    .experts = in->experts};
+    p->meta = (uint64_t)in->experts * 24; /* cache key record + heat count + used flag */
+    uint64_t fixed = p->spine + p->kv + p->scratch + p->runtime + p->meta;
+    if (fixed > p->total)
+        return sl_errf(err, "--mem %s is too small: the spine (%s), KV cache (%s) and scratch/runtime (%s) alone need %s",
+                       mib(p->total, a), mib(p->spine, b), mib(p->kv, c), mib(p->scratch + p->runtime + p->meta, d),
+                       mib(fixed, d));
+    uint64_t left = p->total - fixed;
+    int64_t slots = in->slot_bytes ? (int64_t)(left / in->slot_bytes) : 0;
+    if (slots > in->experts) slots = in->experts;
+    if (slots < in->min_slots)
+        return sl_errf(err, "--mem %s leaves %s for the expert cache, less than the %d experts (%s each) one token needs; raise --mem to at least %s",
+                       mib(p->total, a), mib(left, b), in->min_slots, mib(in->slot_bytes, c),
+                       mib(fixed + (uint64_t)in->min_slots * in->slot_bytes, d));
+    p->slots = slots;
+    p->cache = (uint64_t)slots * in->slot_bytes;
+    p->unused = left - p->cache;
+    if (in->pin > p->cache)
+        return sl_errf(err, "--pin %s is larger than the expert cache (%s) the budget leaves", mib(in->pin, a),
+                       mib(p->cache, b));
+    p->pin = in->pin;
+    return 0;
+}
