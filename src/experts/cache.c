@@ -129,7 +129,9 @@ static int pick_victim(const expert_cache *c)
     return best;
 }
 
-int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key)
+/* Takes a free slot or evicts the lowest-priority unpinned one for KEY;
+ * returns -1 when every slot is pinned. */
+static int claim(expert_cache *c, int64_t key, int64_t *evicted_key)
 {
     int slot;
     *evicted_key = -1;
@@ -143,11 +145,29 @@ int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key)
         *evicted_key = v->key;
         c->ctr.evictions++;
     }
-    int64_t key = (int64_t)layer * c->n_expert + expert;
     c->slots[slot] = (slot_rec){.key = key, .pins = 1};
     c->keys[key].slot = slot;
+    return slot;
+}
+
+int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key)
+{
+    int slot = claim(c, (int64_t)layer * c->n_expert + expert, evicted_key);
+    if (slot < 0) return -1;
     c->ctr.misses++;
     touch(c, slot);
+    return slot;
+}
+
+int cache_admit_prefetch(expert_cache *c, int layer, int expert, int64_t *evicted_key)
+{
+    int64_t key = (int64_t)layer * c->n_expert + expert;
+    int slot = claim(c, key, evicted_key);
+    if (slot < 0) return -1;
+    key_rec *k = &c->keys[key];
+    double count = count_use(c, k, 0.0);
+    c->slots[slot].prio = c->policy == CACHE_LRU ? (double)c->uses
+                                                 : log(count > 1e-30 ? count : 1e-30) - (double)k->last * log(c->decay);
     return slot;
 }
 

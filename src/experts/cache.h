@@ -51,6 +51,11 @@ void cache_hit(expert_cache *c, int slot);
  * every slot is pinned.  *evicted_key gets the evicted key or -1. */
 int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key);
 
+/* Like cache_admit for a prefetch: no miss and no use are recorded, and
+ * the slot keeps the key's current priority, so a wrong guess is among
+ * the first evicted.  The slot comes back pinned. */
+int cache_admit_prefetch(expert_cache *c, int layer, int expert, int64_t *evicted_key);
+
 /* Pin counts: a pinned slot is never chosen for eviction. */
 void cache_pin(expert_cache *c, int slot);
 void cache_unpin(expert_cache *c, int slot);

@@ -45,32 +45,45 @@ typedef struct {
 } queue;
 
 static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
-static bool queue_pop(queue *q, io_req *r) { return fifo_pop(&q->cls[0], r) || fifo_pop(&q->cls[1], r); }
 static int queue_len(const queue *q) { return q->cls[0].n + q->cls[1].n; }
 static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
 
 /* ---- io_uring ---- */
 
+/* The ring's user_data is an index into `slot`, which remembers each
+ * request's tag and class: prefetch reads may hold at most half the depth,
+ * so demand reads submitted later never queue behind a wall of guesses. */
 typedef struct {
     io_backend base;
     struct io_uring ring;
-    int depth, inflight;
+    int depth, inflight, inflight_prefetch;
     queue waiting;
+    io_req *slot;   /* [depth] */
+    int *free_slot, n_free;
 } uring_io;
+
+static bool uring_pop(uring_io *u, io_req *r)
+{
+    if (fifo_pop(&u->waiting.cls[0], r)) return true;
+    return u->inflight_prefetch < (u->depth + 1) / 2 && fifo_pop(&u->waiting.cls[1], r);
+}
 
 static int uring_fill(uring_io *u, sl_err *err)
 {
     io_req r;
     int added = 0;
-    while (u->inflight < u->depth && queue_pop(&u->waiting, &r)) {
+    while (u->inflight < u->depth && uring_pop(u, &r)) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
         if (!sqe) { /* cannot happen with ring entries >= depth; keep the request */
             queue_push(&u->waiting, &r);
             break;
         }
+        int i = u->free_slot[--u->n_free];
+        u->slot[i] = r;
         io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
-        io_uring_sqe_set_data64(sqe, r.tag);
+        io_uring_sqe_set_data64(sqe, (uint64_t)i);
         u->inflight++, added++;
+        u->inflight_prefetch += r.prio != 0;
     }
     if (added) {
         int rc = io_uring_submit(&u->ring);
@@ -97,10 +110,13 @@ static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     do rc = io_uring_wait_cqe(&u->ring, &cqe);
     while (rc == -EINTR);
     if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
-    *tag = io_uring_cqe_get_data64(cqe);
+    int i = (int)io_uring_cqe_get_data64(cqe);
+    *tag = u->slot[i].tag;
     *res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
     u->inflight--;
+    u->inflight_prefetch -= u->slot[i].prio != 0;
+    u->free_slot[u->n_free++] = i;
     return uring_fill(u, err);
 }
 
@@ -122,6 +138,8 @@ static void uring_destroy(io_backend *b)
     }
     io_uring_queue_exit(&u->ring);
     queue_free(&u->waiting);
+    free(u->slot);
+    free(u->free_slot);
     free(u);
 }
 
@@ -133,9 +151,16 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
     if (!u) return sl_errf(err, "io: out of memory");
     u->base.ops = &URING_OPS;
     u->depth = depth < 1 ? 1 : depth;
+    u->slot = calloc((size_t)u->depth, sizeof *u->slot);
+    u->free_slot = calloc((size_t)u->depth, sizeof *u->free_slot);
+    if (!u->slot || !u->free_slot) {
+        free(u->slot), free(u->free_slot), free(u);
+        return sl_errf(err, "io: out of memory");
+    }
+    for (int i = 0; i < u->depth; i++) u->free_slot[u->n_free++] = u->depth - 1 - i;
     int rc = io_uring_queue_init((unsigned)u->depth, &u->ring, 0);
     if (rc < 0) {
-        free(u);
+        free(u->slot), free(u->free_slot), free(u);
         return sl_errf(err, "io_uring unavailable (%s); use --io pread", strerror(-rc));
     }
     *out = &u->base;
@@ -155,7 +180,7 @@ typedef struct {
     pthread_cond_t work, done;
     queue waiting;
     completion *comp;
-    int n_comp, cap_comp, busy, n_threads;
+    int n_comp, cap_comp, busy, busy_prefetch, n_threads;
     bool stop;
     pthread_t *threads;
     io_throttle throttle;
@@ -201,15 +226,23 @@ static int64_t read_all(const io_req *r)
     return got;
 }
 
+/* Demand first; prefetch reads may occupy at most half the readers. */
+static bool pread_pop(pread_io *p, io_req *r)
+{
+    if (fifo_pop(&p->waiting.cls[0], r)) return true;
+    return p->busy_prefetch < (p->n_threads + 1) / 2 && fifo_pop(&p->waiting.cls[1], r);
+}
+
 static void *pread_worker(void *arg)
 {
     pread_io *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         io_req r;
-        while (!p->stop && !queue_pop(&p->waiting, &r)) pthread_cond_wait(&p->work, &p->mu);
+        while (!p->stop && !pread_pop(p, &r)) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
         p->busy++;
+        p->busy_prefetch += r.prio != 0;
         /* a simulated drive transfers from when it takes the read; the real
          * read happens inside that window */
         double until = throttle_until(p, &r);
@@ -218,6 +251,7 @@ static void *pread_worker(void *arg)
         if (until > 0) sleep_until(until);
         pthread_mutex_lock(&p->mu);
         p->busy--;
+        if (r.prio) p->busy_prefetch--, pthread_cond_broadcast(&p->work);
         if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
             int cap = p->cap_comp ? p->cap_comp * 2 : 64;
             completion *c = realloc(p->comp, (size_t)cap * sizeof *c);

@@ -29,6 +29,7 @@ typedef struct {
     uint32_t fail_file;
     uint64_t fail_off;
     int32_t attempts;   /* re-plans after failures (sources with copies) */
+    bool prefetched;    /* loaded on a hint and not used by a demand yet */
 } slot_state;
 
 /* A completion's tag names its slot, file and (aligned) offset, so a failed
@@ -122,19 +123,26 @@ static int submit_plan(store *s, int slot, sl_err *err)
     slot_state *ss = &s->slot[slot];
     read_plan *rp = &s->plan;
     for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
+    /* a slot with reads in flight is pinned until they land, whatever
+     * happens to the request that asked for it */
+    cache_pin(s->cache, slot);
     ss->chunks_left = rp->n;
     ss->expect = rp->expect;
     ss->got = 0;
     return s->io->ops->submit(s->io, rp->req, rp->n, err);
 }
 
-/* Queues the source's reads that fill SLOT with expert (l, e). */
-static int submit_expert(store *s, int slot, int layer, int expert, sl_err *err)
+/* Queues the source's reads that fill SLOT with expert (l, e); PRIO 1 for
+ * prefetches.  A slot whose prefetched expert was never used is waste. */
+static int submit_expert(store *s, int slot, int layer, int expert, uint8_t prio, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
-    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert};
+    if (ss->prefetched) s->st.prefetch_wasted_bytes += expert_layout_bytes(s->L, ss->layer);
+    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = prio != 0};
     if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
-    s->st.bytes_needed += expert_layout_bytes(s->L, layer);
+    for (int i = 0; i < s->plan.n; i++) s->plan.req[i].prio = prio;
+    if (prio) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
+    else s->st.bytes_needed += expert_layout_bytes(s->L, layer);
     return submit_plan(s, slot, err);
 }
 
@@ -206,6 +214,7 @@ static int reap_one(store *s, sl_err *err)
     if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
     if (--ss->chunks_left > 0) return 0;
+    cache_unpin(s->cache, slot); /* the loading pin */
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
     if (!ss->failed && s->src->ops->check &&
         s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
@@ -214,6 +223,12 @@ static int reap_one(store *s, sl_err *err)
     if (ss->req >= 0) {
         s->req[ss->req].state = REQ_READY;
         s->ready[(s->ready_head + s->n_ready++) % s->n] = ss->req;
+    } else if (ss->failed && !cache_pinned(s->cache, slot)) {
+        /* nobody waits for it (a prefetch, or a request already ended):
+         * forget the bytes; a later demand reads them again */
+        if (ss->prefetched) s->st.prefetch_failed++;
+        cache_drop(s->cache, slot);
+        ss->prefetched = false;
     }
     return 0;
 }
@@ -238,7 +253,7 @@ static int admit_waiting(store *s, sl_err *err)
         s->st.misses++;
         s->req[i] = (req_state){.slot = slot, .state = REQ_LOADING};
         s->slot[slot].req = i;
-        if (submit_expert(s, slot, s->layer, s->ids[i], err)) return -1;
+        if (submit_expert(s, slot, s->layer, s->ids[i], 0, err)) return -1;
     }
     return 0;
 }
@@ -266,8 +281,14 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
         if (slot < 0) continue;
         cache_hit(s->cache, slot);
         s->st.hits++;
-        s->slot[slot].req = i;
-        if (s->slot[slot].chunks_left == 0) push_ready(s, i);
+        slot_state *ss = &s->slot[slot];
+        if (ss->prefetched) {
+            s->st.prefetch_used++;
+            s->st.prefetch_late += ss->chunks_left > 0;
+            ss->prefetched = false;
+        }
+        ss->req = i;
+        if (ss->chunks_left == 0) push_ready(s, i);
         else s->req[i].state = REQ_LOADING;
     }
     return s->cfg.io == STORE_IO_MMAP ? 0 : admit_waiting(s, err);
@@ -321,25 +342,48 @@ static void st_release(expert_provider *p, int i)
     cache_unpin(s->cache, s->req[i].slot);
 }
 
-/* Drains reads of this layer still in flight (after an error) so their
- * slots are consistent before reuse. */
+/* Releases the layer's slots.  Reads still in flight (after an error) keep
+ * their loading pin, so no slot is reused before its reads land. */
 static void st_end(expert_provider *p, int layer)
 {
     store *s = (store *)p;
     (void)layer;
     if (s->cfg.io == STORE_IO_MMAP) return;
-    sl_err ignored;
-    while (s->io->ops->pending(s->io) > 0)
-        if (reap_one(s, &ignored)) break;
     for (int i = 0; i < s->n; i++) {
         req_state *r = &s->req[i];
         if (r->state == REQ_WAIT_SLOT || r->state == REQ_RELEASED) continue;
-        s->slot[r->slot].req = -1;
+        slot_state *ss = &s->slot[r->slot];
+        ss->req = -1;
         cache_unpin(s->cache, r->slot);
-        if (s->slot[r->slot].failed) cache_drop(s->cache, r->slot);
+        if (ss->failed && ss->chunks_left == 0 && !cache_pinned(s->cache, r->slot)) cache_drop(s->cache, r->slot);
         r->state = REQ_RELEASED;
     }
     s->n = 0;
+}
+
+/* A prediction of LAYER's experts: read the ones not cached at low
+ * priority into slots the policy can spare.  Never blocks, never changes
+ * what the router decides; wrong guesses are the first evicted. */
+static void st_hint(expert_provider *p, int layer, const int32_t *ids, int n)
+{
+    store *s = (store *)p;
+    if (s->cfg.io == STORE_IO_MMAP || layer < 0 || layer >= s->L->n_layers || !expert_layout_bytes(s->L, layer))
+        return;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->L->n_expert || cache_find(s->cache, layer, ids[i]) >= 0) continue;
+        int64_t evicted;
+        int slot = cache_admit_prefetch(s->cache, layer, ids[i], &evicted);
+        if (slot < 0) return;
+        s->slot[slot].req = -1;
+        sl_err ignored;
+        int rc = submit_expert(s, slot, layer, ids[i], 1, &ignored);
+        cache_unpin(s->cache, slot); /* the admit pin; the loading pin stays */
+        if (rc) { /* cannot even queue the read: give the slot back */
+            s->slot[slot].prefetched = false;
+            if (!cache_pinned(s->cache, slot)) cache_drop(s->cache, slot);
+            return;
+        }
+    }
 }
 
 static void st_destroy(expert_provider *p)
@@ -357,7 +401,7 @@ static void st_destroy(expert_provider *p)
     free(s);
 }
 
-static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_end, NULL, st_destroy};
+static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_end, st_hint, st_destroy};
 
 /* ---- creation ---- */
 
@@ -417,7 +461,7 @@ static int load_pinned(store *s, sl_err *err)
         int l = keys[i] / s->L->n_expert, e = keys[i] % s->L->n_expert;
         if (!expert_layout_bytes(s->L, l)) continue; /* no routed experts there */
         int64_t evicted;
-        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, err);
+        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, 0, err);
         keys[k++] = keys[i];
     }
     while (!rc && s->io->ops->pending(s->io) > 0) rc = reap_one(s, err);

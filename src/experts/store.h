@@ -59,6 +59,12 @@ typedef struct {
     uint64_t distinct;         /* distinct (layer, expert) pairs used so far */
     uint64_t layers;           /* begin() calls */
     double io_wait_s;          /* time next() blocked on I/O */
+    uint64_t prefetch_issued;  /* experts read on a hint */
+    uint64_t prefetch_bytes;
+    uint64_t prefetch_used;    /* prefetched experts a demand then hit */
+    uint64_t prefetch_late;    /* ... of which still loading at that moment */
+    uint64_t prefetch_wasted_bytes; /* prefetched, evicted unused */
+    uint64_t prefetch_failed;  /* prefetch reads that failed (re-read on demand) */
     uint64_t retries;          /* expert loads read again from another copy after a failure */
     int slots;                 /* cache capacity in experts */
     uint64_t slot_bytes;
