@@ -241,6 +241,11 @@ static void after_close(lexer *L, size_t end, char sign, bool trim)
 
 static int lex_comment(lexer *L, size_t open, size_t q)
 {
+    if (q >= L->len) {
+        /* Jinja's lexer stops quietly when the template ends right after "{#" */
+        L->pos = L->len;
+        return 0;
+    }
     const char *e = NULL;
     for (size_t i = q; i + 1 < L->len; i++) {
         if (L->src[i] == '#' && L->src[i + 1] == '}') {
@@ -257,6 +262,10 @@ static int lex_comment(lexer *L, size_t open, size_t q)
 
 static int lex_raw(lexer *L, size_t body)
 {
+    if (body >= L->len) {
+        L->pos = L->len;   /* as for a comment: nothing left is not an error */
+        return 0;
+    }
     for (size_t p = body; p < L->len; p++) {
         if (!starts(L, p, "{%")) continue;
         size_t q = p + 2;

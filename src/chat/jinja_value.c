@@ -259,6 +259,14 @@ void jstr_scan(jstr *r)
 {
     size_t ncp = 0, i = 0;
     bool ascii = true;
+    /* ASCII runs a word at a time: most template text is ASCII */
+    while (i + 8 <= r->len) {
+        uint64_t w;
+        memcpy(&w, r->s + i, 8);
+        if (w & 0x8080808080808080ull) break;
+        i += 8;
+        ncp += 8;
+    }
     while (i < r->len) {
         if ((unsigned char)r->s[i] < 0x80) {
             i++;
