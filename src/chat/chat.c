@@ -139,7 +139,7 @@ int chat_tmpl_render(const chat_tmpl *t, const chat_req *r, char **out, size_t *
         jinja_limits lim = {
             .max_output = r->max_output ? r->max_output : DEFAULT_MAX_OUTPUT,
             .max_items = 1 << 20,
-            .max_depth = 400,
+            .max_depth = 1000,   /* about 400 KB of stack at -O2 */
             .max_steps = r->max_steps ? r->max_steps : 20u * 1000 * 1000,
         };
         rc = jinja_render(t->tpl, ctx, &now, &lim, out, len, err);

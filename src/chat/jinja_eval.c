@@ -446,12 +446,12 @@ int jgetitem(jctx *c, const jnode *n, jv obj, jv key, jv *out)
 
 /* ---- slices ----------------------------------------------------------- */
 
-/* 0, or 1 when V is not an index. */
+/* 0, or 1 when V is not an index (integer or None). */
 static int slice_index(jv v, bool *given, int64_t *out)
 {
     *given = false;
     if (v.k == JV_NONE || (v.k == JV_UNDEF && !v.s)) return 0;
-    if (v.k != JV_INT && v.k != JV_BOOL) return 1;   /* Jinja: the lookup fails, the result is undefined */
+    if (v.k != JV_INT && v.k != JV_BOOL) return 1;
     *given = true;
     *out = v.k == JV_BOOL ? v.b : v.i;
     return 0;
@@ -513,11 +513,13 @@ static int eval_slice(jctx *c, const jnode *n, jv obj, const jnode *sl, jv *out)
         if (parts[i]) rc = eval(c, parts[i], &sv[i]);
     int64_t a = 0, st = 1;
     size_t cnt = 0, len = obj.k == JV_STR ? obj.s->ncp : obj.k == JV_LIST ? obj.l->n : 0;
-    if (!rc && ((obj.k != JV_STR && obj.k != JV_LIST) || (obj.k == JV_LIST && obj.l->gen))) {
-        *out = jv_ref(jv_undef_why(JU_MSG, "object is not subscriptable by a slice", NULL));
+    /* Jinja compiles slices to plain Python subscripts: failures are errors */
+    if (!rc && obj.k == JV_DICT && !obj.d->ns) {
+        rc = jerr(c, n, "unhashable type: 'slice'");
+    } else if (!rc && ((obj.k != JV_STR && obj.k != JV_LIST) || (obj.k == JV_LIST && obj.l->gen))) {
+        rc = jerr(c, n, "'%s' object is not subscriptable", jv_type_name(obj));
     } else if (!rc && (rc = slice_bounds(c, n, sv, len, &a, &st, &cnt)) == 1) {
-        *out = jv_ref(jv_undef_why(JU_MSG, "slice indices must be integers or None", NULL));
-        rc = 0;
+        rc = jerr(c, n, "slice indices must be integers or None or have an __index__ method");
     } else if (!rc) {
         if (obj.k == JV_STR) {
             rc = slice_str(c, n, obj.s, a, st, cnt, out);
@@ -1232,16 +1234,19 @@ static int loop_attr(jctx *c, const jnode *n, jv obj, jstr *name, jv *out)
 }
 
 /* Binds a loop target (a name or a tuple of names) to V (borrowed). */
+static int assign_ns(jctx *c, const jnode *t, jscope *s, jv v);
+
 static int bind_target(jctx *c, const jnode *t, jscope *s, jv v)
 {
     if (t->kind == N_NAME) return scope_set(c, t, s, t->name, jv_ref(v));
+    if (t->kind == N_GETATTR) return assign_ns(c, t, s, jv_ref(v));
     jlist *items;
     if (jiter(c, t, v, &items)) return -1;
     int rc = 0;
     if (items->n != t->nv)
         rc = jerr(c, t, items->n < t->nv ? "not enough values to unpack (expected %u, got %zu)"
                                         : "too many values to unpack (expected %u, got %zu)", t->nv, items->n);
-    for (uint32_t i = 0; i < t->nv && !rc; i++) rc = scope_set(c, t, s, t->v[i]->name, jv_ref(items->v[i]));
+    for (uint32_t i = 0; i < t->nv && !rc; i++) rc = bind_target(c, t->v[i], s, items->v[i]);
     jv_drop((jv){.k = JV_LIST, .l = items});
     return rc;
 }
@@ -1393,21 +1398,25 @@ static int render_capture(jctx *c, const jnode *n, jnode *const *body, uint32_t 
     return jmake_str(c, n, &b, out);
 }
 
-static int assign(jctx *c, const jnode *t, jv v)
+/* {% set ns.attr = V %} (V taken). */
+static int assign_ns(jctx *c, const jnode *t, jscope *s, jv v)
 {
-    if (t->kind == N_NAME) return scope_set(c, t, c->scope, t->name, v);
-    if (t->kind == N_TUPLE) {
-        int rc = bind_target(c, t, c->scope, v);
-        jv_drop(v);
-        return rc;
-    }
-    const jv *ns = scope_find(c->scope, t->a->name);
+    const jv *ns = scope_find(s, t->a->name);
     if (!ns || ns->k != JV_DICT || !ns->d->ns) {
         jv_drop(v);
         return jerr(c, t, "cannot assign attribute on non-namespace object '%s'", t->a->name->s);
     }
     if (jdict_set(ns->d, jv_ref((jv){.k = JV_STR, .s = t->name}), v)) return jerr(c, t, "out of memory");
     return 0;
+}
+
+static int assign(jctx *c, const jnode *t, jv v)
+{
+    if (t->kind == N_NAME) return scope_set(c, t, c->scope, t->name, v);
+    if (t->kind == N_GETATTR) return assign_ns(c, t, c->scope, v);
+    int rc = bind_target(c, t, c->scope, v);
+    jv_drop(v);
+    return rc;
 }
 
 static int exec_set(jctx *c, const jnode *n)

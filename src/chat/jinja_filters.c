@@ -906,9 +906,11 @@ TEST(integer, v.k == JV_INT)
 TEST(float, v.k == JV_FLOAT)
 TEST(string, v.k == JV_STR)
 TEST(mapping, v.k == JV_DICT && !v.d->ns)
-TEST(sequence, v.k == JV_STR || (v.k == JV_LIST && !v.l->gen) || (v.k == JV_DICT && !v.d->ns))
+/* Jinja's Undefined has __len__, __getitem__, __iter__ and __call__, so it
+ * passes the sequence, iterable and callable tests. */
+TEST(sequence, v.k == JV_STR || (v.k == JV_LIST && !v.l->gen) || (v.k == JV_DICT && !v.d->ns) || v.k == JV_UNDEF)
 TEST(iterable, v.k == JV_STR || v.k == JV_LIST || (v.k == JV_DICT && !v.d->ns) || v.k == JV_UNDEF)
-TEST(callable, v.k == JV_FUNC && v.fn->kind != JF_LOOP)
+TEST(callable, (v.k == JV_FUNC && v.fn->kind != JF_LOOP) || v.k == JV_UNDEF)
 TEST(escaped, false)
 
 static int case_test(jctx *c, const jnode *n, jv v, jv *out, const char *method)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "chat/jinja_int.h"
 
@@ -177,7 +178,30 @@ static bool starts(const lexer *L, size_t pos, const char *lit)
 
 static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+
+/* Python identifiers: letters (any script) and "_", then also digits,
+ * combining marks and connector punctuation. */
+static bool ident_cp(uint32_t cp, bool first)
+{
+    if (cp < 0x80) return is_name_start((char)cp) || (!first && is_digit((char)cp));
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)cp);
+    if ((k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || k == UTF8PROC_CATEGORY_NL) return true;
+    return !first && (k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ND ||
+                      k == UTF8PROC_CATEGORY_PC);
+}
+
+/* Bytes of the identifier at POS (0 if none starts there). */
+static size_t name_len(const lexer *L, size_t pos)
+{
+    size_t i = pos;
+    while (i < L->len) {
+        uint32_t cp;
+        size_t k = ju_decode(L->src + i, L->len - i, &cp);
+        if ((k == 1 && cp >= 0x80) || !ident_cp(cp, i == pos)) break;
+        i += k;
+    }
+    return i - pos;
+}
 
 /* After "{%" [sign] at Q: is this "raw" "%}"?  Sets *END past the tag. */
 static bool match_word_tag(const lexer *L, size_t q, const char *word, size_t *end, char *close_sign)
@@ -217,6 +241,11 @@ static void after_close(lexer *L, size_t end, char sign, bool trim)
 
 static int lex_comment(lexer *L, size_t open, size_t q)
 {
+    if (q >= L->len) {
+        /* Jinja's lexer stops quietly when the template ends right after "{#" */
+        L->pos = L->len;
+        return 0;
+    }
     const char *e = NULL;
     for (size_t i = q; i + 1 < L->len; i++) {
         if (L->src[i] == '#' && L->src[i + 1] == '}') {
@@ -233,6 +262,10 @@ static int lex_comment(lexer *L, size_t open, size_t q)
 
 static int lex_raw(lexer *L, size_t body)
 {
+    if (body >= L->len) {
+        L->pos = L->len;   /* as for a comment: nothing left is not an error */
+        return 0;
+    }
     for (size_t p = body; p < L->len; p++) {
         if (!starts(L, p, "{%")) continue;
         size_t q = p + 2;
@@ -545,16 +578,15 @@ static int lex_tag(lexer *L, bool block, size_t open)
             L->pos = ws;
             continue;
         }
+        size_t nl;
         if (is_digit(c)) {
             rc = lex_number(L);
-        } else if (is_name_start(c)) {
-            size_t e = L->pos;
-            while (e < L->len && is_name_char(L->src[e])) e++;
+        } else if ((nl = name_len(L, L->pos)) > 0) {
             jtok *t = push(L, T_NAME, L->pos);
             if (!t) return sl_errf(L->err, "out of memory");
             t->s = L->src + L->pos;
-            t->n = e - L->pos;
-            L->pos = e;
+            t->n = nl;
+            L->pos += nl;
         } else if (c == '\'' || c == '"') {
             rc = lex_string(L);
         } else {

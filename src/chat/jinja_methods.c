@@ -1231,6 +1231,7 @@ static int fill_dict(jctx *c, const jnode *n, jdict *d, const jbound *a)
     if (a->nrest > 1) return jerr(c, n, "expected at most 1 positional argument, got %zu", a->nrest);
     if (a->nrest) {
         jv src = a->rest[0];
+        if (src.k == JV_UNDEF) return jerr_undef(c, n, src);   /* dict() asks it for .keys */
         if (src.k == JV_DICT && !src.d->ns) {
             for (size_t i = 0; i < src.d->n; i++)
                 if (jdict_set(d, jv_ref(src.d->k[i]), jv_ref(src.d->v[i]))) return jerr(c, n, "out of memory");

@@ -434,10 +434,15 @@ static jnode *parse_dotted_name(parser *P, jnode *n)
         char buf[80];
         return fail(P, cur(P)->pos, "expected a name, got '%s'", describe(cur(P), buf, sizeof buf));
     }
+    /* "a.b" names exist in Jinja (filters registered under dotted names) */
     const jtok *t = cur(P);
     size_t len = t->n;
     adv(P);
-    if (is_op(P, OP_DOT)) return unsupported(P, t->pos, "unsupported template feature: dotted filter or test name");
+    while (is_op(P, OP_DOT) && peek(P, 1)->k == T_NAME) {
+        adv(P);
+        len = (size_t)(cur(P)->s + cur(P)->n - t->s);
+        adv(P);
+    }
     n->name = jarena_str(P->a, t->s, len);
     return n->name ? n : oom(P);
 }
@@ -579,9 +584,9 @@ static jnode *parse_subscript(parser *P, jnode *obj)
         return NULL;
     }
     jnode *n = node(P, N_GETITEM, t->pos);
-    if (!n || !items.n) {
+    if (!n) {
         free(items.p);
-        return n ? fail(P, t->pos, "expected subscript expression") : NULL;
+        return NULL;
     }
     n->a = obj;
     if (items.n == 1) {
@@ -795,6 +800,7 @@ static bool parse_body_in(parser *P, const char *const *ends, bool drop, jnode *
 static bool parse_body_raw(parser *P, const char *const *ends, bool drop, jnode ***v, uint32_t *n)
 {
     nvec body = {0};
+    if (is_op(P, OP_COLON)) adv(P);   /* Jinja accepts "{% if x: %}" */
     if (!expect_kind(P, T_BLOCK_END) || !subparse(P, ends, &body)) {
         free(body.p);
         return false;
@@ -815,27 +821,57 @@ static bool parse_captured_body(parser *P, const char *const *ends, jnode *n)
     return ok;
 }
 
-static jnode *parse_assign_target(parser *P, bool with_tuple, const char *end1, bool with_ns)
+/* "ns.attr" at the current position (set targets only). */
+static jnode *parse_ns_ref(parser *P)
 {
     const jtok *t = cur(P);
-    if (with_ns && t->k == T_NAME && peek(P, 1)->k == T_OP && peek(P, 1)->op == OP_DOT) {
-        jnode *n = node(P, N_GETATTR, t->pos), *base = node(P, N_NAME, t->pos);
-        if (!n || !base || !(base->name = tok_str(P, t))) return NULL;
-        adv(P);
-        adv(P);
-        if (cur(P)->k != T_NAME) return fail(P, cur(P)->pos, "expected an attribute name after '.'");
-        n->a = base;
-        n->name = tok_str(P, cur(P));
-        adv(P);
-        return n->name ? n : NULL;
+    jnode *n = node(P, N_GETATTR, t->pos), *base = node(P, N_NAME, t->pos);
+    if (!n || !base || !(base->name = tok_str(P, t))) return NULL;
+    adv(P);
+    adv(P);
+    if (cur(P)->k != T_NAME) return fail(P, cur(P)->pos, "expected an attribute name after '.'");
+    n->a = base;
+    n->name = tok_str(P, cur(P));
+    adv(P);
+    return n->name ? n : NULL;
+}
+
+static bool at_ns_ref(const parser *P)
+{
+    return cur(P)->k == T_NAME && peek(P, 1)->k == T_OP && peek(P, 1)->op == OP_DOT;
+}
+
+/* Targets of set / for / with: names, tuples of names and, for set
+ * (WITH_NS), namespace attributes, also inside a tuple as Jinja 3.1.6 takes. */
+static jnode *parse_assign_target(parser *P, bool with_tuple, const char *end1, bool with_ns)
+{
+    uint32_t pos = cur(P)->pos;
+    nvec items = {0};
+    bool tuple = false;
+    while (!P->rc) {
+        if (items.n && !expect_op(P, OP_COMMA, ",")) break;
+        if (items.n && tuple_end(P, end1)) break;
+        jnode *e = with_ns && at_ns_ref(P) ? parse_ns_ref(P) : parse_primary(P);
+        if (!vpush(P, &items, e)) break;
+        if (!with_tuple || !is_op(P, OP_COMMA)) break;
+        tuple = true;
     }
-    jnode *n = with_tuple ? parse_tuple(P, true, true, end1, false) : parse_primary(P);
-    if (!n) return NULL;
-    bool ok = n->kind == N_NAME;
-    if (n->kind == N_TUPLE) {
-        ok = true;
-        for (uint32_t i = 0; i < n->nv; i++) ok = ok && n->v[i]->kind == N_NAME;
+    if (P->rc) {
+        free(items.p);
+        return NULL;
     }
+    jnode *n = items.p[0];
+    if (tuple) {
+        n = node(P, N_TUPLE, pos);
+        if (!n) return free(items.p), NULL;
+        n->v = vfinish(P, &items, &n->nv);
+    } else {
+        free(items.p);
+    }
+    /* GETATTR nodes only come from parse_ns_ref, so only with WITH_NS */
+    bool ok = n->kind == N_NAME || n->kind == N_GETATTR || (n->kind == N_TUPLE && n->nv > 0);
+    for (uint32_t i = 0; n->kind == N_TUPLE && i < n->nv; i++)
+        ok = ok && (n->v[i]->kind == N_NAME || n->v[i]->kind == N_GETATTR);
     return ok ? n : fail(P, n->pos, "can't assign to this expression (only names, name tuples and namespace attributes)");
 }
 

@@ -259,6 +259,14 @@ void jstr_scan(jstr *r)
 {
     size_t ncp = 0, i = 0;
     bool ascii = true;
+    /* ASCII runs a word at a time: most template text is ASCII */
+    while (i + 8 <= r->len) {
+        uint64_t w;
+        memcpy(&w, r->s + i, 8);
+        if (w & 0x8080808080808080ull) break;
+        i += 8;
+        ncp += 8;
+    }
     while (i < r->len) {
         if ((unsigned char)r->s[i] < 0x80) {
             i++;
@@ -507,7 +515,21 @@ void jbuf_printf(jbuf *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n > 0) jbuf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    if (n <= 0) return;
+    if ((size_t)n < sizeof tmp) {
+        jbuf_put(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);   /* wide %-format fields */
+    if (!big) {
+        b->over = b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    jbuf_put(b, big, (size_t)n);
+    free(big);
 }
 
 void jbuf_free(jbuf *b)
