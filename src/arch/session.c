@@ -236,8 +236,8 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     for (int32_t off = 0; off < n; off += UBATCH) {
         int T = n - off < UBATCH ? n - off : UBATCH;
         bool last = off + T == n;
-        int out_from = all ? 0 : (last ? T - 1 : T);
-        float *dst = all ? logits + (size_t)off * hp->n_vocab : logits;
+        int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
+        float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
         if (eval_ubatch(s, tokens + off, T, dst, out_from, err)) return -1;
     }
     return 0;
