@@ -14,6 +14,9 @@ typedef struct {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
     {"replay", cmd_replay, "replay an expert-routing trace through the cache policies"},
+    {"heat", cmd_heat, "show, draw, import or reset a model's persisted expert heat"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text (as llama-tokenize)"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
 };
 
 static void usage(FILE *f)

@@ -3,6 +3,7 @@
 #include "experts/source.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -85,7 +86,8 @@ int store_io_parse(const char *name)
 store_config store_config_default(uint64_t cache_bytes)
 {
     return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_LFRU,
-                          .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20};
+                          .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20,
+                          .pin = heat_pin_defaults()};
 }
 
 uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
@@ -216,6 +218,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     s->last_layer = s->layer = layer;
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
     s->st.layers++;
+    if (s->cfg.record) heat_recorder_use(s->cfg.record, layer, ids, n);
     for (int i = 0; i < n; i++) {
         s->ids[i] = ids[i];
         uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
@@ -366,6 +369,56 @@ static int alloc_slots(store *s, sl_err *err)
     return cache_create(&s->cache, (int)n, s->L->n_layers, s->L->n_expert, s->cfg.policy, s->cfg.half_life, err);
 }
 
+/* ---- heat: LFRU seeding and the pinned tier ---- */
+
+/* Reads the chosen experts into permanent slots through the same reads as
+ * any miss; one token's experts always keep dynamic slots. */
+static int load_pinned(store *s, sl_err *err)
+{
+    int64_t max = (int64_t)(s->cfg.pin_bytes / s->slot_bytes), room = cache_slots(s->cache) - s->L->n_used;
+    if (max > room) max = room > 0 ? room : 0;
+    int32_t *keys = malloc((size_t)(max > 0 ? max : 1) * sizeof *keys);
+    if (!keys) return sl_errf(err, "out of memory");
+    int n = heat_pick_pins(s->cfg.heat, (int)max, &s->cfg.pin, keys, s->st.heat_note, sizeof s->st.heat_note);
+    int rc = 0, k = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int l = keys[i] / s->L->n_expert, e = keys[i] % s->L->n_expert;
+        if (!expert_layout_bytes(s->L, l)) continue; /* no routed experts there */
+        int64_t evicted;
+        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, err);
+        keys[k++] = keys[i];
+    }
+    while (!rc && s->io->ops->pending(s->io) > 0) rc = reap_one(s, err);
+    for (int i = 0; i < k && !rc; i++) {
+        int slot = cache_find(s->cache, keys[i] / s->L->n_expert, keys[i] % s->L->n_expert);
+        if (s->slot[slot].failed) rc = slot_failed(s, slot, err);
+        cache_unpin(s->cache, slot);
+        cache_set_permanent(s->cache, slot);
+    }
+    free(keys);
+    s->st.pinned = rc ? 0 : k;
+    return rc;
+}
+
+static int apply_heat(store *s, sl_err *err)
+{
+    const heat_table *h = s->cfg.heat;
+    if (!h) return 0;
+    if (!s->cache) {
+        snprintf(s->st.heat_note, sizeof s->st.heat_note, "heat unused: mmap mode has no expert cache");
+        return 0;
+    }
+    if (h->n_layers != s->L->n_layers || h->n_expert != s->L->n_expert) {
+        snprintf(s->st.heat_note, sizeof s->st.heat_note, "heat ignored: it is for %d x %d experts, the model has %d x %d",
+                 h->n_layers, h->n_expert, s->L->n_layers, s->L->n_expert);
+        return 0;
+    }
+    heat_seed_cache(h, s->cache, s->cfg.half_life);
+    if (s->cfg.pin_bytes) return load_pinned(s, err);
+    snprintf(s->st.heat_note, sizeof s->st.heat_note, "heat seeded the cache; no pinned tier");
+    return 0;
+}
+
 static int make_io(store *s, sl_err *err)
 {
     if (s->cfg.io == STORE_IO_URING) return io_uring_create(&s->io, s->cfg.queue_depth, err);
@@ -392,6 +445,7 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     if (!rc && s->src) s->st.direct = s->src->direct;
     if (!rc && cfg->io != STORE_IO_MMAP) rc = alloc_slots(s, err);
     if (!rc && cfg->io != STORE_IO_MMAP) rc = make_io(s, err);
+    if (!rc) rc = apply_heat(s, err);
     if (rc) {
         st_destroy(&s->base);
         return -1;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "experts/cache.h"
+#include "experts/heat.h"
 #include "experts/layout.h"
 #include "experts/provider.h"
 
@@ -30,6 +31,14 @@ typedef struct {
     /* Test hook: may turn a completed read into an error (-errno). */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
+    /* Heat (experts/heat.h), may be NULL: seeds the LFRU counts and picks
+     * the pinned tier, which is read before the first token into permanent
+     * slots taking up to pin_bytes of cache_bytes.  A table of another
+     * geometry is ignored (see store_stats.heat_note). */
+    const heat_table *heat;
+    uint64_t pin_bytes;
+    heat_pin_opts pin;
+    heat_recorder *record; /* may be NULL: gets every begin()'s experts */
 } store_config;
 
 typedef struct {
@@ -44,12 +53,14 @@ typedef struct {
     int slots;                 /* cache capacity in experts */
     uint64_t slot_bytes;
     int direct;                /* 1 if reads bypass the page cache (O_DIRECT) */
+    int pinned;                /* experts in permanent slots, read at creation */
+    char heat_note[200];       /* what the heat did: pins, or why none */
 } store_stats;
 
 const char *store_io_name(store_io io);
 int store_io_parse(const char *name); /* -1 if unknown */
 
-/* Sensible defaults: uring, LFRU, depth 32, 1 MiB chunks. */
+/* Sensible defaults: uring, LFRU, depth 32, 1 MiB chunks, no heat. */
 store_config store_config_default(uint64_t cache_bytes);
 
 /* Bytes one cache slot needs for the largest expert of the layout. */

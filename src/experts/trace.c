@@ -71,21 +71,40 @@ static int replay_layer(expert_cache *c, const int16_t *ids, int n, int layer, i
     return hits;
 }
 
-int trace_replay(const route_trace *t, int n_slots, cache_policy policy, double half_life, int first,
-                 cache_counters *out, sl_err *err)
+/* Loads the pinned keys into permanent slots of an empty cache. */
+static int preload_pins(expert_cache *c, const replay_opts *o, int n_expert, sl_err *err)
+{
+    if (o->n_pinned > o->n_slots) return sl_errf(err, "trace: %d pinned experts exceed %d slots", o->n_pinned, o->n_slots);
+    for (int i = 0; i < o->n_pinned; i++) {
+        int64_t evicted;
+        int s = cache_admit(c, o->pinned[i] / n_expert, o->pinned[i] % n_expert, &evicted);
+        if (s < 0) return sl_errf(err, "trace: cannot pin expert key %d", o->pinned[i]);
+        cache_unpin(c, s);
+        cache_set_permanent(c, s);
+    }
+    return 0;
+}
+
+int trace_replay_ex(const route_trace *t, const replay_opts *o, cache_counters *out, sl_err *err)
 {
     if (t->n_used > 64) return sl_errf(err, "trace: %d experts per token is more than supported", t->n_used);
+    int end = o->end > 0 && o->end < t->n_tokens ? o->end : t->n_tokens;
+    if (o->heat && (o->heat->n_layers != t->n_layers || o->heat->n_expert != t->n_expert))
+        return sl_errf(err, "trace: heat is for %d x %d experts, the trace has %d x %d", o->heat->n_layers,
+                       o->heat->n_expert, t->n_layers, t->n_expert);
     expert_cache *c;
-    if (cache_create(&c, n_slots, t->n_layers, t->n_expert, policy, half_life, err)) return -1;
+    if (cache_create(&c, o->n_slots, t->n_layers, t->n_expert, o->policy, o->half_life, err)) return -1;
+    if (o->heat) heat_seed_cache(o->heat, c, o->half_life);
+    if (preload_pins(c, o, t->n_expert, err)) return cache_free(c), -1;
     int slots[64];
     *out = (cache_counters){0};
-    uint64_t evict0 = 0;
-    for (int tok = 0; tok < t->n_tokens; tok++) {
-        if (tok == first) evict0 = cache_get_counters(c).evictions;
+    uint64_t evict0 = cache_get_counters(c).evictions;
+    for (int tok = o->start > 0 ? o->start : 0; tok < end; tok++) {
+        if (tok == o->first) evict0 = cache_get_counters(c).evictions;
         cache_next_token(c);
         for (int l = 0; l < t->n_layers; l++) {
             int hits = replay_layer(c, trace_at(t, tok, l), t->n_used, l, slots);
-            if (tok < first) continue;
+            if (tok < o->first) continue;
             out->hits += (uint64_t)hits;
             out->misses += (uint64_t)(t->n_used - hits);
         }
@@ -93,4 +112,25 @@ int trace_replay(const route_trace *t, int n_slots, cache_policy policy, double 
     out->evictions = cache_get_counters(c).evictions - evict0;
     cache_free(c);
     return 0;
+}
+
+int trace_replay(const route_trace *t, int n_slots, cache_policy policy, double half_life, int first,
+                 cache_counters *out, sl_err *err)
+{
+    replay_opts o = {.n_slots = n_slots, .policy = policy, .half_life = half_life, .first = first};
+    return trace_replay_ex(t, &o, out, err);
+}
+
+void trace_record_heat(const route_trace *t, int from, int to, heat_recorder *r)
+{
+    if (from < 0) from = 0;
+    if (to > t->n_tokens) to = t->n_tokens;
+    int32_t ids[64];
+    for (int tok = from; tok < to; tok++)
+        for (int l = 0; l < t->n_layers; l++) {
+            const int16_t *s = trace_at(t, tok, l);
+            int n = t->n_used < 64 ? t->n_used : 64;
+            for (int k = 0; k < n; k++) ids[k] = s[k];
+            heat_recorder_use(r, l, ids, n);
+        }
 }

@@ -11,7 +11,7 @@
 
 #define CACHE_MAX_WORD 256
 
-struct bpe_cache {
+struct word_cache {
     strmap map;          /* word -> entry */
     char *keys;
     size_t nkeys, capkeys;
@@ -26,14 +26,14 @@ struct bpe_cache {
 
 static const char *cache_key(const void *ctx, int32_t i, size_t *len)
 {
-    const bpe_cache *c = ctx;
+    const word_cache *c = ctx;
     *len = c->e[i].klen;
     return c->keys + c->e[i].key;
 }
 
-bpe_cache *bpe_cache_new(void)
+word_cache *word_cache_new(void)
 {
-    bpe_cache *c = calloc(1, sizeof *c);
+    word_cache *c = calloc(1, sizeof *c);
     if (c && strmap_init(&c->map, 1024)) {
         free(c);
         return NULL;
@@ -41,7 +41,7 @@ bpe_cache *bpe_cache_new(void)
     return c;
 }
 
-void bpe_cache_free(bpe_cache *c)
+void word_cache_free(word_cache *c)
 {
     if (!c) return;
     strmap_free(&c->map);
@@ -51,7 +51,7 @@ void bpe_cache_free(bpe_cache *c)
     free(c);
 }
 
-static int cache_grow_map(bpe_cache *c)
+static int cache_grow_map(word_cache *c)
 {
     strmap m;
     if (strmap_init(&m, (size_t)c->map.cap)) return -1;
@@ -65,8 +65,22 @@ static int cache_grow_map(bpe_cache *c)
     return 0;
 }
 
-static int cache_add(bpe_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
+/* 1: hit, ids appended; 0: miss (*h set for word_cache_add); -1: no memory */
+int word_cache_get(word_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out)
 {
+    if (len > CACHE_MAX_WORD) return 0;
+    *h = tok_hash(w, len);
+    int32_t hit = strmap_get(&c->map, *h, w, len, cache_key, c);
+    if (hit < 0) return 0;
+    const struct centry *e = &c->e[hit];
+    for (uint32_t k = 0; k < e->nids; k++)
+        if (id_push(out, c->ids.v[e->ids + k])) return -1;
+    return 1;
+}
+
+int word_cache_add(word_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids)
+{
+    if (len > CACHE_MAX_WORD) return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
         struct centry *e = realloc(c->e, cap * sizeof *e);
@@ -219,26 +233,18 @@ static int merge_word(const sl_vocab *v, word_state *s, const char *w, size_t le
     return 0;
 }
 
-int bpe_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
+int bpe_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
 {
     word_list words = {0};
     word_state st = {0};
     int rc = pretok_split(v->pre, text, len, &words, err);
     for (size_t i = 0, start = 0; i < words.n && !rc; start = words.end[i++]) {
         const char *w = words.buf + start;
-        size_t wl = words.end[i] - start;
-        bool cacheable = cache && wl <= CACHE_MAX_WORD;
-        uint64_t h = cacheable ? tok_hash(w, wl) : 0;
-        int32_t hit = cacheable ? strmap_get(&cache->map, h, w, wl, cache_key, cache) : -1;
-        if (hit >= 0) {
-            const struct centry *e = &cache->e[hit];
-            for (uint32_t k = 0; k < e->nids && !rc; k++)
-                if (id_push(out, cache->ids.v[e->ids + k])) rc = sl_errf(err, "out of memory");
-            continue;
-        }
-        size_t before = out->n;
-        if (merge_word(v, &st, w, wl, out) ||
-            (cacheable && cache_add(cache, h, w, wl, out->v + before, out->n - before)))
+        size_t wl = words.end[i] - start, before = out->n;
+        uint64_t h = 0;
+        int hit = word_cache_get(cache, w, wl, &h, out);
+        if (hit < 0 || (!hit && (merge_word(v, &st, w, wl, out) ||
+                                 word_cache_add(cache, h, w, wl, out->v + before, out->n - before))))
             rc = sl_errf(err, "out of memory");
     }
     word_list_free(&words);

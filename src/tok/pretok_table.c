@@ -99,8 +99,8 @@ static const pre_rx RXS[] = {
     [RXS_LAGUNA] = {{RX_NEWLINES_PAT, RX_QWEN2_PAT}},
     [RXS_EXAONE_MOE] = {{CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}"
                          "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
-    [RXS_MINICPM5] = {{"\\p{N}{1,3}", CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-                                                   "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    [RXS_MINICPM5] = {{"\\p{N}{1,3}", CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+"
+                                                   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
 
 #define C PRE_CLEAN_SPACES

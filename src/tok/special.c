@@ -80,8 +80,9 @@ static void eog_remove(id_vec *e, int32_t id)
 
 static bool eog_has_text(const sl_vocab *v, const id_vec *e, const char *t, int32_t *which)
 {
+    size_t tl = strlen(t);
     for (size_t i = 0; i < e->n; i++)
-        if (!strcmp(vocab_token_text(v, e->v[i]), t)) {
+        if (v->len[e->v[i]] == tl && !memcmp(vocab_token_text(v, e->v[i]), t, tl)) {
             if (which) *which = e->v[i];
             return true;
         }

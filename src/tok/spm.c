@@ -5,6 +5,7 @@
  * byte tokens (<0xXX>, else the one-byte token). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tok/tok_internal.h"
 
@@ -111,7 +112,7 @@ static int merge_all(spm_state *s, int32_t nsym)
     return 0;
 }
 
-int spm_tokenize(const sl_vocab *v, const char *text, size_t len, id_vec *out, sl_err *err)
+static int spm_chunk(const sl_vocab *v, const char *text, size_t len, id_vec *out, sl_err *err)
 {
     if (!len) return 0;
     if (len > UINT32_MAX / 2) return sl_errf(err, "text fragment too long (%zu bytes)", len);
@@ -139,4 +140,44 @@ int spm_tokenize(const sl_vocab *v, const char *text, size_t len, id_vec *out, s
     free(s.next);
     free(s.heap);
     return rc;
+}
+
+#define SP "\xe2\x96\x81"
+
+void spm_prepare(sl_vocab *v)
+{
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        const char *t = v->text + v->off[i];
+        for (const char *p = t + 1; (p = memmem(p, v->len[i] - (size_t)(p - t), SP, 3)); p++)
+            v->spm_glue[(unsigned char)p[-1]] = true;
+    }
+}
+
+/* Cuts the text before each U+2581 that starts a symbol and follows a byte
+ * no token glues to it: every merge stays inside a chunk, so the chunks
+ * tokenize independently (and repeat, so they are cached). */
+int spm_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err)
+{
+    size_t start = 0;
+    for (size_t off = 0; off <= len;) {
+        bool space = len - off >= 3 && !memcmp(text + off, SP, 3);
+        bool cut = off == len || (off > start && space && !v->spm_glue[(unsigned char)text[off - 1]]);
+        if (cut) {
+            const char *w = text + start;
+            size_t wl = off - start, before = out->n;
+            uint64_t h = 0;
+            int hit = word_cache_get(cache, w, wl, &h, out);
+            if (hit < 0) return sl_errf(err, "out of memory");
+            if (!hit) {
+                if (spm_chunk(v, w, wl, out, err)) return -1;
+                if (word_cache_add(cache, h, w, wl, out->v + before, out->n - before))
+                    return sl_errf(err, "out of memory");
+            }
+            start = off;
+        }
+        if (off == len) break;
+        size_t cl = utf8_len_lead((unsigned char)text[off]);
+        off += cl < len - off ? cl : len - off;
+    }
+    return 0;
 }

@@ -147,6 +147,10 @@ struct sl_vocab {
     trie_node *trie;     /* over the texts of `special` */
     size_t n_trie;
     int32_t trie_root[256];
+
+    /* SPM: bytes that some token has right before a U+2581; the text can be
+     * cut before a U+2581 preceded by any other byte, as no merge crosses it */
+    bool spm_glue[256];
 };
 
 int32_t vocab_lookup(const sl_vocab *v, const char *s, size_t len);
@@ -160,13 +164,19 @@ typedef struct {
 int id_push(id_vec *a, int32_t id);
 
 /* Merge engines (bpe.c, spm.c): tokenize one fragment, appending to OUT. */
-typedef struct bpe_cache bpe_cache;
-bpe_cache *bpe_cache_new(void);
-void bpe_cache_free(bpe_cache *c);
-int bpe_tokenize(const sl_vocab *v, bpe_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err);
-int spm_tokenize(const sl_vocab *v, const char *text, size_t len, id_vec *out, sl_err *err);
+typedef struct word_cache word_cache;
+word_cache *word_cache_new(void);
+void word_cache_free(word_cache *c);
+int bpe_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err);
+int spm_tokenize(const sl_vocab *v, word_cache *cache, const char *text, size_t len, id_vec *out, sl_err *err);
+void spm_prepare(sl_vocab *v);
+/* the per-call word cache shared by both engines */
+int word_cache_get(word_cache *c, const char *w, size_t len, uint64_t *h, id_vec *out);
+int word_cache_add(word_cache *c, uint64_t h, const char *w, size_t len, const int32_t *ids, size_t nids);
 
-/* special-token trie (special.c) */
+/* special tokens (special.c): the types llama.cpp forces by text, the EOG
+ * set and lstrip/rstrip rules; then the trie over the special texts */
+int special_detect(sl_vocab *v, const gguf_file *g, sl_err *err);
 int special_build(sl_vocab *v, sl_err *err);
 void special_free(sl_vocab *v);
 

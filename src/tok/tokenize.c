@@ -13,8 +13,8 @@ static int push_special(id_vec *out, int32_t id, const char *what, sl_err *err)
     return id_push(out, id) ? sl_errf(err, "out of memory") : 0;
 }
 
-static int spm_fragment(const sl_vocab *v, const char *text, size_t len, bool space_prefix, id_vec *out,
-                        sl_err *err)
+static int spm_fragment(const sl_vocab *v, word_cache *cache, const char *text, size_t len, bool space_prefix,
+                        id_vec *out, sl_err *err)
 {
     size_t spaces = space_prefix;
     for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
@@ -26,7 +26,7 @@ static int spm_fragment(const sl_vocab *v, const char *text, size_t len, bool sp
         if (text[i] == ' ') n += (size_t)(stpcpy(buf + n, "\xe2\x96\x81") - (buf + n));
         else buf[n++] = text[i];
     }
-    int rc = spm_tokenize(v, buf, n, out, err);
+    int rc = spm_tokenize(v, cache, buf, n, out, err);
     free(buf);
     return rc;
 }
@@ -34,8 +34,8 @@ static int spm_fragment(const sl_vocab *v, const char *text, size_t len, bool sp
 static int tokenize_fragments(const sl_vocab *v, const char *text, const fragment *f, size_t nf, id_vec *out,
                               sl_err *err)
 {
-    bpe_cache *cache = NULL;
-    if (v->type == VOCAB_BPE && !(cache = bpe_cache_new())) return sl_errf(err, "out of memory");
+    word_cache *cache = word_cache_new();
+    if (!cache) return sl_errf(err, "out of memory");
     bool prev_special = true;
     int rc = 0;
     for (size_t i = 0; i < nf && !rc; i++) {
@@ -43,13 +43,13 @@ static int tokenize_fragments(const sl_vocab *v, const char *text, const fragmen
             rc = id_push(out, f[i].token) ? sl_errf(err, "out of memory") : 0;
             prev_special = true;
         } else if (v->type == VOCAB_SPM) {
-            rc = spm_fragment(v, text + f[i].off, f[i].len, v->add_space_prefix && prev_special, out, err);
+            rc = spm_fragment(v, cache, text + f[i].off, f[i].len, v->add_space_prefix && prev_special, out, err);
             prev_special = false;
         } else {
             rc = bpe_tokenize(v, cache, text + f[i].off, f[i].len, out, err);
         }
     }
-    bpe_cache_free(cache);
+    word_cache_free(cache);
     return rc;
 }
 

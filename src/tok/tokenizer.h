@@ -20,6 +20,9 @@ enum {
     SL_TOKEN_USER_DEFINED = 4, SL_TOKEN_UNUSED = 5, SL_TOKEN_BYTE = 6
 };
 
+/* Builds the tokenizer from G's metadata; the vocabulary keeps no reference
+ * to G.  Once loaded it is read-only: every call below may run concurrently
+ * on the same vocabulary (each allocates its own working state). */
 int vocab_load(sl_vocab **out, const gguf_file *g, sl_err *err);
 void vocab_free(sl_vocab *v);
 
@@ -31,6 +34,8 @@ bool vocab_add_bos(const sl_vocab *v);
 bool vocab_add_eos(const sl_vocab *v);
 /* End of generation: eos, eot and the other tokens llama.cpp treats as EOG. */
 bool vocab_is_eog(const sl_vocab *v, int32_t id);
+/* Effective type after llama.cpp's load-time overrides (e.g. "<|im_end|>"
+ * forced to CONTROL); 0 for an undefined type or a bad id. */
 int vocab_token_type(const sl_vocab *v, int32_t id);
 /* The token's text as stored in the vocabulary (not detokenized). */
 const char *vocab_token_text(const sl_vocab *v, int32_t id);

@@ -25,27 +25,20 @@ int32_t vocab_lookup(const sl_vocab *v, const char *s, size_t len)
     return strmap_get(&v->tok_map, tok_hash(s, len), s, len, tok_key, v);
 }
 
-static const char *merge_key_first(const sl_vocab *v, int32_t i, size_t *la, const char **b, size_t *lb)
+/* Merge R's two halves (stored as "first second"). */
+static const char *merge_pair(const sl_vocab *v, int32_t r, size_t *la, const char **b, size_t *lb)
 {
-    const char *m = v->mtext + v->moff[i];
-    *la = v->mfirst[i];
+    const char *m = v->mtext + v->moff[r];
+    *la = v->mfirst[r];
     *b = m + *la + 1;
-    *lb = v->msecond[i];
+    *lb = v->msecond[r];
     return m;
 }
 
-/* The merge map's key callback cannot express a pair, so it hashes and
- * compares the pair through this context. */
-typedef struct {
-    const sl_vocab *v;
-    const char *a, *b;
-    size_t la, lb;
-} pair_probe;
-
-int32_t merge_rank(const sl_vocab *v, const char *a, size_t la, const char *b, size_t lb)
+/* The merge map is a strmap's slots probed by hand: its key is a pair,
+ * which the single-string key callback cannot express. */
+static int32_t merge_find(const sl_vocab *v, uint64_t h, const char *a, size_t la, const char *b, size_t lb)
 {
-    if (!v->merge_map.cap) return -1;
-    uint64_t h = tok_hash_pair(a, la, b, lb);
     uint32_t tag = (uint32_t)(h >> 32) | 1u, mask = v->merge_map.cap - 1;
     for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
         if (!v->merge_map.tag[i]) return -1;
@@ -53,9 +46,15 @@ int32_t merge_rank(const sl_vocab *v, const char *a, size_t la, const char *b, s
         int32_t r = v->merge_map.val[i];
         size_t xa, xb;
         const char *mb;
-        const char *ma = merge_key_first(v, r, &xa, &mb, &xb);
+        const char *ma = merge_pair(v, r, &xa, &mb, &xb);
         if (xa == la && xb == lb && !memcmp(ma, a, la) && !memcmp(mb, b, lb)) return r;
     }
+}
+
+int32_t merge_rank(const sl_vocab *v, const char *a, size_t la, const char *b, size_t lb)
+{
+    if (!v->merge_map.cap) return -1;
+    return merge_find(v, tok_hash_pair(a, la, b, lb), a, la, b, lb);
 }
 
 /* Inserts merge R unless the same pair has a lower rank already. */
@@ -63,9 +62,9 @@ static void merge_put(sl_vocab *v, int32_t r)
 {
     size_t la, lb;
     const char *b;
-    const char *a = merge_key_first(v, r, &la, &b, &lb);
+    const char *a = merge_pair(v, r, &la, &b, &lb);
     uint64_t h = tok_hash_pair(a, la, b, lb);
-    if (merge_rank(v, a, la, b, lb) >= 0) return;
+    if (merge_find(v, h, a, la, b, lb) >= 0) return;
     uint32_t mask = v->merge_map.cap - 1, i = (uint32_t)h & mask;
     while (v->merge_map.tag[i]) i = (i + 1) & mask;
     v->merge_map.tag[i] = (uint32_t)(h >> 32) | 1u;
@@ -316,8 +315,6 @@ static int read_ids(sl_vocab *v, const gguf_file *g, sl_err *err)
     return 0;
 }
 
-int special_detect(sl_vocab *v, const gguf_file *g, sl_err *err);
-
 int vocab_load(sl_vocab **out, const gguf_file *g, sl_err *err)
 {
     *out = NULL;
@@ -329,6 +326,7 @@ int vocab_load(sl_vocab **out, const gguf_file *g, sl_err *err)
     if (!rc) rc = read_ids(v, g, err);
     if (!rc) rc = special_detect(v, g, err);
     if (!rc) rc = special_build(v, err);
+    if (!rc && v->type == VOCAB_SPM) spm_prepare(v);
     if (rc) {
         vocab_free(v);
         return -1;
