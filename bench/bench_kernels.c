@@ -3,7 +3,8 @@
  * ISA path and thread count.  Weights cycle through a working set larger
  * than the last-level cache so decode numbers are memory-bound.
  *
- *   build/bench_kernels [-t THREADS] [-w WORKSET_MB] [-q quick] [types...]
+ *   build/bench_kernels [-t THREADS] [-w WORKSET_MB] [-q] [-a] [types...]
+ * -q skips the 151936x2048 output matrix, -a also runs the AVX2 path.
  * Prints one line per measurement; medians of several repetitions. */
 #include <math.h>
 #include <stdio.h>
@@ -192,7 +193,7 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
 
 int main(int argc, char **argv)
 {
-    int max_threads = cpu_physical_cores(), quick = 0;
+    int max_threads = cpu_physical_cores(), quick = 0, all_isa = 0;
     size_t workset = (size_t)1024 << 20;
     const char *types[32];
     int ntypes = 0;
@@ -200,6 +201,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-t") && i + 1 < argc) max_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-w") && i + 1 < argc) workset = (size_t)atol(argv[++i]) << 20;
         else if (!strcmp(argv[i], "-q")) quick = 1;
+        else if (!strcmp(argv[i], "-a")) all_isa = 1;
         else if (ntypes < 32) types[ntypes++] = argv[i];
     }
     if (!ntypes) types[0] = "q4_K", types[1] = "q8_0", types[2] = "q6_K", types[3] = "f16", ntypes = 4;
@@ -226,7 +228,7 @@ int main(int argc, char **argv)
         }
         for (int th = 1; th <= max_threads; th++) {
             sl_pool *p = pool_create(th);
-            for (int isa = kernels_isa_detected(); isa >= (quick ? (int)kernels_isa_detected() : 1); isa--) {
+            for (int isa = kernels_isa_detected(); isa >= (all_isa ? 1 : (int)kernels_isa_detected()); isa--) {
                 pool_set_isa(p, (sl_isa)isa);
                 bench_decode((uint32_t)type, 2048, 512, 1, p, 9); /* hot: in L2, compute-bound speed */
                 for (int s = 0; s < nshapes; s++)

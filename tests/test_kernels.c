@@ -546,7 +546,7 @@ static void test_bit_identity(void)
         char name[128];
         snprintf(name, sizeof name, "bit identity %s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t));
         t_begin(name);
-        const int64_t n = 768, rows = 83, T = 64;
+        const int64_t n = k < NQ ? 768 : 779 /* float rows need not be multiples of 16 */, rows = 83, T = 64;
         tmat tm;
         tmat_make(&tm, t, n, rows, 0);
         float *x = malloc(sizeof(float) * (size_t)(n * T));
@@ -579,6 +579,14 @@ static void test_bit_identity(void)
                         (long long)per);
             }
         }
+        for (int isa = SL_ISA_SCALAR; isa <= (int)max; isa++) { /* activation conversion per ISA path */
+            sl_pool *pi = pool_create(1);
+            pool_set_isa(pi, (sl_isa)isa);
+            act_prepare(&a1, t, x, n, T, (size_t)n, pi, &err);
+            T_CHECK(memcmp(a1.data, a.data, a.row_bytes * (size_t)T) == 0, "act_prepare on %s differs",
+                    kernels_isa_name((sl_isa)isa));
+            pool_destroy(pi);
+        }
         sl_pool *pools[2] = {p2, p3};
         for (int pi = 0; pi < 2; pi++) {
             memset(y, 0xff, ysz);
@@ -594,6 +602,39 @@ static void test_bit_identity(void)
     }
     pool_destroy(p2);
     pool_destroy(p3);
+}
+
+static void test_matmul_many(void)
+{
+    t_begin("matmul_many: a batch of experts equals separate matmul calls, any thread count");
+    enum { NJ = 7 };
+    static const uint32_t types[NJ] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K, GGML_TYPE_F16,
+                                       GGML_TYPE_Q4_0, GGML_TYPE_IQ4_XS, GGML_TYPE_BF16};
+    tmat tm[NJ];
+    sl_act a[NJ] = {{0}};
+    sl_matmul_job jobs[NJ];
+    float *y[NJ], *ref[NJ], x[512 * 3];
+    sl_err err;
+    rand_acts(x, 512 * 3, 1);
+    for (int j = 0; j < NJ; j++) {
+        int64_t rows = 16 + 37 * j;
+        tmat_make(&tm[j], types[j], 512, rows, 0);
+        act_prepare(&a[j], types[j], x, 512, 1 + j % 3, 512, NULL, &err);
+        y[j] = calloc((size_t)(rows * 3), sizeof(float));
+        ref[j] = calloc((size_t)(rows * 3), sizeof(float));
+        matmul(&tm[j].m, &a[j], ref[j], (size_t)rows, NULL);
+        jobs[j] = (sl_matmul_job){&tm[j].m, &a[j], y[j], (size_t)rows};
+    }
+    for (int th = 1; th <= 3; th++) {
+        sl_pool *p = pool_create(th);
+        for (int j = 0; j < NJ; j++) memset(y[j], 0xff, sizeof(float) * (size_t)(tm[j].rows * 3));
+        matmul_many(jobs, NJ, p);
+        for (int j = 0; j < NJ; j++)
+            T_CHECK(memcmp(y[j], ref[j], sizeof(float) * (size_t)(tm[j].rows * a[j].rows)) == 0, "job %d, %d threads", j, th);
+        pool_destroy(p);
+    }
+    for (int j = 0; j < NJ; j++) free(y[j]), free(ref[j]), free(tm[j].data), act_free(&a[j]);
+    t_end();
 }
 
 /* ---- element-wise ops ---- */
@@ -691,6 +732,7 @@ int main(void)
     test_get_row();
     test_dot_vs_reference();
     test_bit_identity();
+    test_matmul_many();
     test_ops();
     test_pool();
     return t_done();

@@ -139,8 +139,9 @@ static void quant_row_q8_K(const float *x, blk_q8_K *y, int64_t nb)
     }
 }
 
-static void convert_row(uint32_t vtype, const float *x, void *dst, int64_t n)
+static void convert_row(uint32_t vtype, const float *x, void *dst, int64_t n, sl_isa isa)
 {
+    if (isa >= SL_ISA_AVX512 && kq_act_row_avx512(vtype, x, dst, n)) return;
     switch (vtype) {
     case GGML_TYPE_F32:
         memcpy(dst, x, (size_t)n * sizeof(float));
@@ -162,6 +163,7 @@ typedef struct {
     const float *x;
     size_t x_stride;
     int64_t rows_per_task;
+    sl_isa isa;
 } act_job;
 
 static void act_task(void *ctx, int task, int thread)
@@ -173,7 +175,7 @@ static void act_task(void *ctx, int task, int thread)
     if (r1 > j->a->rows) r1 = j->a->rows;
     for (int64_t r = r0; r < r1; r++)
         convert_row(j->a->vtype, j->x + (size_t)r * j->x_stride,
-                    (char *)j->a->data + (size_t)r * j->a->row_bytes, j->a->n);
+                    (char *)j->a->data + (size_t)r * j->a->row_bytes, j->a->n, j->isa);
 }
 
 static int act_reserve(sl_act *a, size_t bytes, sl_err *err)
@@ -210,7 +212,7 @@ int act_prepare(sl_act *a, uint32_t wtype, const float *x, int64_t n, int64_t ro
     a->row_bytes = row_bytes;
     if (rows == 0) return 0;
     int nt = pool_threads(pool);
-    act_job job = {a, x, x_stride, 1};
+    act_job job = {a, x, x_stride, 1, pool_isa(pool)};
     int tasks = (int)(rows < nt ? rows : nt);
     job.rows_per_task = (rows + tasks - 1) / tasks;
     tasks = (int)((rows + job.rows_per_task - 1) / job.rows_per_task);

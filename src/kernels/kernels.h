@@ -68,6 +68,19 @@ void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool
 void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1,
                  sl_isa isa);
 
+/* One product of a batch: y = W x exactly as matmul() computes it. */
+typedef struct {
+    const sl_mat *w;
+    const sl_act *x;
+    float *y;
+    size_t y_stride;
+} sl_matmul_job;
+
+/* Runs N independent products (the routed experts of a MoE layer, or q/k/v)
+ * in one pool dispatch, splitting the rows of all of them over the threads:
+ * one wake-up instead of N.  Outputs are bit-identical to N matmul() calls. */
+void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool);
+
 /* Dequantises row R of W into N floats (embedding lookups, tests). */
 void mat_get_row(const sl_mat *w, int64_t r, float *out);
 

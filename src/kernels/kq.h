@@ -91,6 +91,9 @@ void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 
+/* Activation row conversion on AVX-512; 0 when the type has no SIMD form. */
+int kq_act_row_avx512(uint32_t vtype, const float *x, void *dst, int64_t n);
+
 /* Canonical final reduction of the 16 float lanes used for F32/F16/BF16. */
 static inline float kq_tree16(float *l)
 {

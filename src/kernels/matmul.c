@@ -10,6 +10,7 @@
  *  - float weights: 16 lanes, element i into lane i%16 with fmaf, then the
  *    fixed tree l[i] += l[i+s] for s = 8, 4, 2, 1. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/kq.h"
 
@@ -369,4 +370,57 @@ void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool
     chunk = (chunk + 15) & ~(int64_t)15;
     mm_job job = {w, x, y, y_stride, chunk, isa};
     pool_run(pool, (int)((rows + chunk - 1) / chunk), mm_task, &job);
+}
+
+/* ---- batches of products ---- */
+
+typedef struct {
+    int job;
+    int64_t r0, r1;
+} many_task;
+
+typedef struct {
+    const sl_matmul_job *jobs;
+    const many_task *tasks;
+    sl_isa isa;
+} many_ctx;
+
+static void many_run(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const many_ctx *c = ctx;
+    const many_task *t = &c->tasks[task];
+    const sl_matmul_job *j = &c->jobs[t->job];
+    matmul_rows(j->w, j->x, j->y, j->y_stride, t->r0, t->r1, c->isa);
+}
+
+void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
+{
+    int nt = pool_threads(pool);
+    sl_isa isa = pool_isa(pool);
+    if (n_jobs <= 0) return;
+    double work = 0;
+    int64_t rows = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        work += (double)jobs[i].w->row_bytes * (double)jobs[i].w->ne1 * (double)(jobs[i].x->rows > 0 ? jobs[i].x->rows : 1);
+        rows += jobs[i].w->ne1;
+    }
+    /* chunks of whole 16-row groups, about 4 per thread over the whole batch */
+    int64_t chunk = (rows / ((int64_t)nt * 4) + 15) & ~(int64_t)15;
+    if (chunk < 16) chunk = 16;
+    int64_t n_tasks = 0;
+    for (int i = 0; i < n_jobs; i++) n_tasks += (jobs[i].w->ne1 + chunk - 1) / chunk;
+    many_task *tasks = nt > 1 && work >= 65536.0 && n_tasks < INT32_MAX ? malloc(sizeof *tasks * (size_t)n_tasks) : NULL;
+    if (!tasks) { /* one thread, tiny batch, or no memory: same results serially */
+        for (int i = 0; i < n_jobs; i++)
+            matmul_rows(jobs[i].w, jobs[i].x, jobs[i].y, jobs[i].y_stride, 0, jobs[i].w->ne1, isa);
+        return;
+    }
+    int64_t k = 0;
+    for (int i = 0; i < n_jobs; i++)
+        for (int64_t r = 0; r < jobs[i].w->ne1; r += chunk)
+            tasks[k++] = (many_task){i, r, r + chunk < jobs[i].w->ne1 ? r + chunk : jobs[i].w->ne1};
+    many_ctx c = {jobs, tasks, isa};
+    pool_run(pool, (int)n_tasks, many_run, &c);
+    free(tasks);
 }

@@ -1,8 +1,453 @@
-/* AVX2 + FMA kernels (placeholder: the scalar path serves every type). */
+/* AVX2 + FMA kernels, for CPUs without AVX-512 VNNI.  Same canonical order
+ * as matmul.c (so the same bits): exact integer block sums formed with
+ * maddubs/madd, folded over 8 rows by exact hadd transposes, then one fmadd
+ * per block for each of 16 rows (two 8-lane vectors).  Float weights use the
+ * 16 canonical lanes as two 8-lane accumulators. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+
 #include "kernels/kq.h"
+
+/* ---- float weights ---- */
+
+static inline __m256 ld8(uint32_t type, const uint8_t *p, int64_t i)
+{
+    switch (type) {
+    case GGML_TYPE_F32: return _mm256_loadu_ps((const float *)p + i);
+    case GGML_TYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    default:
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i))), 16));
+    }
+}
+
+static float wval(uint32_t type, const uint8_t *p, int64_t i)
+{
+    switch (type) {
+    case GGML_TYPE_F32: return ((const float *)p)[i];
+    case GGML_TYPE_F16: return fp16_to_fp32(((const uint16_t *)p)[i]);
+    default: return bf16_to_fp32(((const uint16_t *)p)[i]);
+    }
+}
+
+#define FR 4
+
+static inline __attribute__((always_inline)) void float_tile(uint32_t type, const uint8_t *const *rows, const float *xf,
+                                                             int64_t n, float *out)
+{
+    __m256 lo[FR], hi[FR];
+    #pragma GCC unroll 16
+    for (int r = 0; r < FR; r++) lo[r] = hi[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(xf + i), x1 = _mm256_loadu_ps(xf + i + 8);
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) {
+            lo[r] = _mm256_fmadd_ps(ld8(type, rows[r], i), x0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(ld8(type, rows[r], i + 8), x1, hi[r]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < FR; r++) {
+        float l[16];
+        _mm256_storeu_ps(l, lo[r]);
+        _mm256_storeu_ps(l + 8, hi[r]);
+        for (int64_t k = i; k < n; k++) l[k & 15] = fmaf(wval(type, rows[r], k), xf[k], l[k & 15]);
+        out[r] = kq_tree16(l);
+    }
+}
+
+#define FLOAT_KERNEL(NAME, TYPE)                                                                     \
+    static void NAME(const uint8_t *const *rows, const float *xf, int64_t n, float *out)            \
+    {                                                                                                \
+        float_tile(TYPE, rows, xf, n, out);                                                          \
+    }
+FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
+FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
+FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
+
+static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    void (*fn)(const uint8_t *const *, const float *, int64_t, float *) =
+        w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
+    int64_t n = w->ne0;
+    float *xf = w->type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * (size_t)n);
+    if (w->type != GGML_TYPE_F32 && !xf) return 0;
+    for (int64_t t = 0; t < x->rows; t++) {
+        const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
+        if (xf)
+            for (int64_t i = 0; i < n; i++) xf[i] = wval(w->type, arow, i);
+        const float *xa = xf ? xf : (const float *)arow;
+        for (int64_t r = r0; r < r1; r += FR) {
+            const uint8_t *rows[FR];
+            int nv = (int)(r1 - r < FR ? r1 - r : FR);
+            #pragma GCC unroll 16
+            for (int i = 0; i < FR; i++)
+                rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
+            float out[FR];
+            fn(rows, xa, n, out);
+            for (int i = 0; i < nv; i++) y[(size_t)t * y_stride + (size_t)(r + i)] = out[i];
+        }
+    }
+    free(xf);
+    return 1;
+}
+
+/* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
+
+/* 8 rows' 8-lane partial sums -> the 8 row totals in row order. */
+static inline __m256i red8(const __m256i *p)
+{
+    __m256i h0 = _mm256_hadd_epi32(p[0], p[1]), h1 = _mm256_hadd_epi32(p[2], p[3]);
+    __m256i h2 = _mm256_hadd_epi32(p[4], p[5]), h3 = _mm256_hadd_epi32(p[6], p[7]);
+    __m256i g0 = _mm256_hadd_epi32(h0, h1), g1 = _mm256_hadd_epi32(h2, h3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+static inline __m256i nib32(const uint8_t *q)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)q);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m4), _mm_and_si128(x, m4));
+}
+
+static inline __m256i hbits32(const uint8_t *qh) /* bit j of the 32-bit word -> 0x10 in byte j */
+{
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                    _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                                     3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* Integer partial sums (8 lanes) of one row block against activations a. */
+static inline __m256i dot32(uint32_t type, const uint8_t *blk, __m256i a)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i w;
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+        w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)), ones);
+    case GGML_TYPE_Q4_0: w = nib32(blk + 2); break;
+    case GGML_TYPE_Q4_1: w = nib32(blk + 4); break;
+    case GGML_TYPE_Q5_0: w = _mm256_or_si256(nib32(blk + 6), hbits32(blk + 2)); break;
+    case GGML_TYPE_Q5_1: w = _mm256_or_si256(nib32(blk + 8), hbits32(blk + 4)); break;
+    default: { /* IQ4_NL, MXFP4: signed table values */
+        __m128i t = type == GGML_TYPE_IQ4_NL ? _mm_loadu_si128((const __m128i *)KV_IQ4NL)
+                                             : _mm_loadu_si128((const __m128i *)KV_MXFP4);
+        w = _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(blk + (type == GGML_TYPE_IQ4_NL ? 2 : 1)));
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)), ones);
+    }
+    }
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);
+}
+
+static inline size_t bsz32(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_Q8_0: return 34;
+    case GGML_TYPE_Q4_1: return 20;
+    case GGML_TYPE_Q5_0: return 22;
+    case GGML_TYPE_Q5_1: return 24;
+    case GGML_TYPE_MXFP4: return 17;
+    default: return 18;
+    }
+}
+
+static inline int off32(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_Q5_0 ? 16 : 0;
+}
+
+static inline void scales8(uint32_t type, const uint8_t *const *rows, int64_t b, size_t off, __m256 *v)
+{
+    if (type == GGML_TYPE_MXFP4) {
+        float d[16];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
+        v[0] = _mm256_loadu_ps(d), v[1] = _mm256_loadu_ps(d + 8);
+        return;
+    }
+    uint16_t h[16];
+    size_t bs = bsz32(type);
+    #pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) memcpy(&h[i], rows[i] + (size_t)b * bs + off, 2);
+    v[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
+}
+
+static inline __attribute__((always_inline)) void
+q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
+{
+    int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
+    size_t bs = bsz32(type), abs_ = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
+    const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
+    acc[0] = acc[1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *ab = arow + (size_t)b * abs_;
+        __m256i a = _mm256_loadu_si256((const __m256i *)(ab + qoff));
+        uint16_t h;
+        memcpy(&h, ab, 2);
+        float da = fp16_to_fp32(h);
+        int corr = 0;
+        if (off32(type)) {
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+            corr = off32(type) * _mm_cvtsi128_si32(s4);
+        }
+        __m256 dw[2], mw[2];
+        scales8(type, rows, b, 0, dw);
+        if (q81) scales8(type, rows, b, 2, mw);
+        float sa = 0.0f;
+        if (q81) {
+            memcpy(&h, ab + 2, 2);
+            sa = fp16_to_fp32(h);
+        }
+        #pragma GCC unroll 16
+        for (int half = 0; half < 2; half++) {
+            __m256i p[8];
+            #pragma GCC unroll 16
+            for (int i = 0; i < 8; i++) p[i] = dot32(type, rows[8 * half + i] + (size_t)b * bs, a);
+            __m256i S = red8(p);
+            if (corr) S = _mm256_sub_epi32(S, _mm256_set1_epi32(corr));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw[half], _mm256_set1_ps(da)), _mm256_cvtepi32_ps(S), acc[half]);
+            if (q81) acc[half] = _mm256_fmadd_ps(mw[half], _mm256_set1_ps(sa), acc[half]);
+        }
+    }
+}
+
+#define Q32_KERNEL(NAME, TYPE)                                                                        \
+    static void NAME(const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc) \
+    {                                                                                                 \
+        q32_group(TYPE, rows, x, t, nb, acc);                                                         \
+    }
+Q32_KERNEL(k_q8_0, GGML_TYPE_Q8_0)
+Q32_KERNEL(k_q4_0, GGML_TYPE_Q4_0)
+Q32_KERNEL(k_q4_1, GGML_TYPE_Q4_1)
+Q32_KERNEL(k_q5_0, GGML_TYPE_Q5_0)
+Q32_KERNEL(k_q5_1, GGML_TYPE_Q5_1)
+Q32_KERNEL(k_iq4_nl, GGML_TYPE_IQ4_NL)
+Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
+
+
+/* ---- K-quants and IQ4_XS with Q8_K activations ---- */
+
+static inline int hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* int16 scale vector: 8 lanes of s0 (first 16 elements of a 32), 8 of s1. */
+static inline __m256i sc2(int s0, int s1)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+}
+
+/* maddubs(u8 w, s8 a) times int16 scales, accumulated into 8 int32 lanes. */
+static inline __m256i mac(__m256i acc, __m256i w, const int8_t *a, __m256i sc)
+{
+    __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)a));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+}
+
+/* One superblock of one row: S partials (8 lanes); *M gets the mins term. */
+static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a, int *M)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    *M = 0;
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        int five = type == GGML_TYPE_Q5_K;
+        const uint8_t *qs = blk + (five ? 48 : 16);
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        #pragma GCC unroll 16
+        for (int c = 0; c < 4; c++) {
+            int sc0, m0, sc1, m1;
+            kq_scale_min_k4(2 * c, blk + 4, &sc0, &m0);
+            kq_scale_min_k4(2 * c + 1, blk + 4, &sc1, &m1);
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), _mm256_set1_epi8(0x10)));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), _mm256_set1_epi8(0x10)));
+            }
+            acc = mac(acc, lo, a->qs + 64 * c, _mm256_set1_epi16((short)sc0));
+            acc = mac(acc, hi, a->qs + 64 * c + 32, _mm256_set1_epi16((short)sc1));
+            *M += m0 * (a->bsums[4 * c] + a->bsums[4 * c + 1]) + m1 * (a->bsums[4 * c + 2] + a->bsums[4 * c + 3]);
+        }
+        return acc;
+    }
+    case GGML_TYPE_Q6_K: {
+        const blk_q6_K *q = (const blk_q6_K *)blk;
+        int corr = 0;
+        #pragma GCC unroll 16
+        for (int g = 0; g < 16; g++) corr += q->scales[g] * a->bsums[g];
+        #pragma GCC unroll 16
+        for (int c = 0; c < 2; c++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
+            __m256i v[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4))};
+            #pragma GCC unroll 16
+            for (int k = 0; k < 4; k++)
+                acc = mac(acc, v[k], a->qs + 128 * c + 32 * k, sc2(q->scales[8 * c + 2 * k], q->scales[8 * c + 2 * k + 1]));
+        }
+        return _mm256_sub_epi32(acc, _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+    }
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K: {
+        int three = type == GGML_TYPE_Q3_K;
+        const uint8_t *qs = blk + (three ? 32 : 16);
+        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+        int sc[16], corr = 0;
+        #pragma GCC unroll 16
+        for (int g = 0; g < 16; g++) {
+            sc[g] = three ? kq_q3k_scale(blk + 96, g) : blk[g] & 0xf;
+            if (three) corr += sc[g] * a->bsums[g];
+            else *M += (blk[g] >> 4) * a->bsums[g];
+        }
+        #pragma GCC unroll 16
+        for (int n = 0; n < 2; n++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            #pragma GCC unroll 16
+            for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                if (three) {
+                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+                    v = _mm256_add_epi8(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
+                }
+                int g = 8 * n + 2 * j;
+                acc = mac(acc, v, a->qs + 16 * g, sc2(sc[g], sc[g + 1]));
+            }
+        }
+        return _mm256_sub_epi32(acc, _mm256_setr_epi32(4 * corr, 0, 0, 0, 0, 0, 0, 0));
+    }
+    default: { /* IQ4_XS */
+        const blk_iq4_xs *q = (const blk_iq4_xs *)blk;
+        __m128i t = _mm_loadu_si128((const __m128i *)KV_IQ4NL);
+        __m256i tab = _mm256_set_m128i(t, t);
+        #pragma GCC unroll 16
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i kv = _mm256_shuffle_epi8(tab, nib32(q->qs + 16 * ib));
+            __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * ib));
+            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16((short)kq_iq4xs_scale(q, ib))));
+        }
+        return acc;
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+k_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
+{
+    size_t bsz = ggml_type_get(type)->type_size;
+    size_t doff = type == GGML_TYPE_Q2_K ? 80 : type == GGML_TYPE_Q3_K ? 108 : type == GGML_TYPE_Q6_K ? 208 : 0;
+    int mins = type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+    size_t moff = type == GGML_TYPE_Q2_K ? 82 : 2;
+    const blk_q8_K *arow = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes);
+    acc[0] = acc[1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const blk_q8_K *a = &arow[b];
+        int M[16];
+        uint16_t hd[16], hm[16];
+        #pragma GCC unroll 16
+        for (int half = 0; half < 2; half++) {
+            __m256i p[8];
+            #pragma GCC unroll 16
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *blk = rows[8 * half + i] + (size_t)b * bsz;
+                p[i] = krow(type, blk, a, &M[8 * half + i]);
+                memcpy(&hd[8 * half + i], blk + doff, 2);
+                memcpy(&hm[8 * half + i], blk + moff, 2);
+            }
+            __m256 da = _mm256_set1_ps(a->d);
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hd + 8 * half)));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(red8(p)), acc[half]);
+            if (mins) {
+                __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hm + 8 * half)));
+                __m256 Mv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(M + 8 * half)));
+                acc[half] = _mm256_fnmadd_ps(_mm256_mul_ps(da, dm), Mv, acc[half]);
+            }
+        }
+    }
+}
+
+#define K_KERNEL(NAME, TYPE)                                                                          \
+    static void NAME(const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc) \
+    {                                                                                                 \
+        k_group(TYPE, rows, x, t, nb, acc);                                                           \
+    }
+K_KERNEL(k_q2k, GGML_TYPE_Q2_K)
+K_KERNEL(k_q3k, GGML_TYPE_Q3_K)
+K_KERNEL(k_q4k, GGML_TYPE_Q4_K)
+K_KERNEL(k_q5k, GGML_TYPE_Q5_K)
+K_KERNEL(k_q6k, GGML_TYPE_Q6_K)
+K_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
+
+static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    void (*fn)(const uint8_t *const *, const sl_act *, int64_t, int64_t, __m256 *);
+    int64_t nb = w->ne0 / ggml_type_get(w->type)->blck_size;
+    switch (w->type) {
+    case GGML_TYPE_Q2_K: fn = k_q2k; break;
+    case GGML_TYPE_Q3_K: fn = k_q3k; break;
+    case GGML_TYPE_Q4_K: fn = k_q4k; break;
+    case GGML_TYPE_Q5_K: fn = k_q5k; break;
+    case GGML_TYPE_Q6_K: fn = k_q6k; break;
+    case GGML_TYPE_IQ4_XS: fn = k_iq4xs; break;
+    case GGML_TYPE_Q8_0: fn = k_q8_0; break;
+    case GGML_TYPE_Q4_0: fn = k_q4_0; break;
+    case GGML_TYPE_Q4_1: fn = k_q4_1; break;
+    case GGML_TYPE_Q5_0: fn = k_q5_0; break;
+    case GGML_TYPE_Q5_1: fn = k_q5_1; break;
+    case GGML_TYPE_IQ4_NL: fn = k_iq4_nl; break;
+    default: fn = k_mxfp4; break;
+    }
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        int nv = (int)(r1 - r < 16 ? r1 - r : 16);
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
+        for (int64_t t = 0; t < x->rows; t++) {
+            __m256 acc[2];
+            fn(rows, x, t, nb, acc);
+            float out[16];
+            _mm256_storeu_ps(out, acc[0]);
+            _mm256_storeu_ps(out + 8, acc[1]);
+            memcpy(y + (size_t)t * y_stride + (size_t)r, out, sizeof(float) * (size_t)nv);
+        }
+    }
+    return 1;
+}
 
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    (void)w, (void)x, (void)y, (void)y_stride, (void)r0, (void)r1;
-    return 0;
+    switch (w->type) {
+    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+        return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+        return rows_blocks(w, x, y, y_stride, r0, r1);
+    default:
+        return 0;
+    }
 }

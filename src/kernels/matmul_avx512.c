@@ -6,8 +6,9 @@
  * folded into one vector of 16 row sums by an exact transpose-add.
  *
  * Weights are fed to vpdpbusd as unsigned bytes (w + off) and the activation
- * block sum times off is subtracted, so every 32-element type is one
- * multiply-add per row pair and block. */
+ * block sum times off is subtracted: Q8_0 takes two rows per vector (one
+ * vpdpbusd per row pair and block), the nibble types four rows per vector
+ * (low and high nibbles, two vpdpbusd per four rows). */
 #include <immintrin.h>
 #include <stdlib.h>
 
@@ -22,9 +23,11 @@
 static inline __m512i red_pairs(const __m512i *p)
 {
     __m512i u[4], w[2];
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++)
         u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * k], p[2 * k + 1]),
                                 _mm512_unpackhi_epi32(p[2 * k], p[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 2; k++)
         w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
                                 _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
@@ -38,12 +41,15 @@ static inline __m512i red_pairs(const __m512i *p)
 static inline __m512i red16(const __m512i *v)
 {
     __m512i u[8], w[4], x[2];
+    #pragma GCC unroll 16
     for (int k = 0; k < 8; k++)
         u[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
                                 _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
                                 _mm512_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+    #pragma GCC unroll 16
     for (int k = 0; k < 2; k++)
         x[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                 _mm512_shuffle_i32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
@@ -65,6 +71,7 @@ static inline float hsum_tree16(__m512 v) /* the canonical l[i] += l[i+s], s = 8
 static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **rows)
 {
     int nv = (int)(r1 - r < 16 ? r1 - r : 16);
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
     return nv;
@@ -85,6 +92,7 @@ static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t b
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
 {
     __mmask16 m = (__mmask16)((1u << nv) - 1);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * y_stride + (size_t)r, m, acc[t]);
 }
 
@@ -98,6 +106,7 @@ typedef struct {
 static inline rowset rowset_make(const uint8_t *const *rows)
 {
     int32_t o[16];
+    #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) o[i] = (int32_t)(rows[i] - rows[0]);
     rowset rs = {rows[0], _mm512_loadu_si512(o)};
     return rs;
@@ -126,13 +135,14 @@ typedef struct {
 
 static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb, int off)
 {
-    size_t cnt = (size_t)nt * (size_t)nb;
+    size_t cnt = (size_t)nt * (size_t)nb + 1;
     p->da = malloc(cnt * (2 * sizeof(float) + sizeof(int32_t)));
     if (!p->da) return -1;
     p->sa = p->da + cnt;
     p->corr = (int32_t *)(p->sa + cnt);
     int q81 = x->vtype == GGML_TYPE_Q8_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         const uint8_t *row = (const uint8_t *)x->data + (size_t)(t0 + t) * x->row_bytes;
         for (int64_t b = 0; b < nb; b++) {
@@ -145,6 +155,7 @@ static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb,
                 p->sa[t * nb + b] = fp16_to_fp32(h);
             }
             int s = 0;
+            #pragma GCC unroll 16
             for (int j = 0; j < 32; j++) s += (int8_t)blk[qoff + j];
             p->corr[t * nb + b] = off * s;
         }
@@ -152,54 +163,13 @@ static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb,
     return 0;
 }
 
-/* Two rows' nibbles (16 bytes each) -> [lo_a hi_a lo_b hi_b] = 32 values per row. */
-static inline __m512i nib_pair(const uint8_t *qa, const uint8_t *qb)
+/* Q8_0 rows (2k, 2k+1), block b, as unsigned bytes w + 128. */
+static inline __m512i w32_pair(const uint8_t *ra, const uint8_t *rb, int64_t b)
 {
-    __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)),
-                                        _mm_loadu_si128((const __m128i *)qb), 1);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(x), _mm256_srli_epi16(x, 4), 1);
-    z = _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
-    return _mm512_shuffle_i32x4(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-}
-
-static inline __m512i hbits_pair(const uint8_t *ha, const uint8_t *hb)
-{
-    uint32_t a, b;
-    memcpy(&a, ha, 4);
-    memcpy(&b, hb, 4);
-    __mmask64 m = _cvtu64_mask64((uint64_t)a | (uint64_t)b << 32);
-    return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
-}
-
-/* Unsigned weight bytes of rows (2k, 2k+1), block b. */
-static inline __m512i w32_pair(uint32_t type, const uint8_t *ra, const uint8_t *rb, int64_t b)
-{
-    switch (type) {
-    case GGML_TYPE_Q8_0: {
-        const uint8_t *a = ra + b * 34 + 2, *c = rb + b * 34 + 2;
-        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                                       _mm256_loadu_si256((const __m256i *)c), 1);
-        return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
-    }
-    case GGML_TYPE_Q4_0: return nib_pair(ra + b * 18 + 2, rb + b * 18 + 2);
-    case GGML_TYPE_Q4_1: return nib_pair(ra + b * 20 + 4, rb + b * 20 + 4);
-    case GGML_TYPE_Q5_0:
-        return _mm512_or_si512(nib_pair(ra + b * 22 + 6, rb + b * 22 + 6), hbits_pair(ra + b * 22 + 2, rb + b * 22 + 2));
-    case GGML_TYPE_Q5_1:
-        return _mm512_or_si512(nib_pair(ra + b * 24 + 8, rb + b * 24 + 8), hbits_pair(ra + b * 24 + 4, rb + b * 24 + 4));
-    case GGML_TYPE_IQ4_NL: {
-        const __m512i tab = _mm512_broadcast_i32x4(
-            _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181,
-                          (char)197, (char)217, (char)241));
-        return _mm512_shuffle_epi8(tab, nib_pair(ra + b * 18 + 2, rb + b * 18 + 2));
-    }
-    default: { /* MXFP4: kvalues + 128 */
-        const __m512i tab = _mm512_broadcast_i32x4(
-            _mm_setr_epi8((char)128, (char)129, (char)130, (char)131, (char)132, (char)134, (char)136, (char)140,
-                          (char)128, 127, 126, 125, 124, 122, 120, 116));
-        return _mm512_shuffle_epi8(tab, nib_pair(ra + b * 17 + 1, rb + b * 17 + 1));
-    }
-    }
+    const uint8_t *a = ra + b * 34 + 2, *c = rb + b * 34 + 2;
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                                   _mm256_loadu_si256((const __m256i *)c), 1);
+    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
 }
 
 static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *const *rows, int64_t b)
@@ -212,6 +182,7 @@ static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *c
     case GGML_TYPE_Q5_1: return load_h16(rs, (size_t)b * 24);
     default: {
         float d[16];
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
         return _mm512_loadu_ps(d);
     }
@@ -228,28 +199,110 @@ static inline int w32_off(uint32_t type)
     }
 }
 
+/* Nibble types, 4 rows per vector: 128-lane j holds row 4q+j.  LO = the 16
+ * low nibbles (elements 0-15), HI = the high ones (16-31), already mapped to
+ * unsigned weight bytes (w + off). */
+static inline __m512i quad16(const uint8_t *const *r4, size_t off)
+{
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(r4[0] + off)));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[1] + off)), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[2] + off)), 2);
+    return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(r4[3] + off)), 3);
+}
+
+/* 5th bits of 4 rows: bits 0-15 of each qh word for LO, 16-31 for HI. */
+static inline void quad_hbits(const uint8_t *const *r4, size_t off, __mmask64 *lo, __mmask64 *hi)
+{
+    uint64_t l = 0, h = 0;
+    #pragma GCC unroll 16
+    for (int j = 0; j < 4; j++) {
+        uint32_t q;
+        memcpy(&q, r4[j] + off, 4);
+        l |= (uint64_t)(q & 0xffff) << (16 * j);
+        h |= (uint64_t)(q >> 16) << (16 * j);
+    }
+    *lo = _cvtu64_mask64(l), *hi = _cvtu64_mask64(h);
+}
+
+static inline void w32_quad(uint32_t type, const uint8_t *const *r4, int64_t b, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    size_t bs = type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22 : type == GGML_TYPE_Q5_1 ? 24
+              : type == GGML_TYPE_MXFP4 ? 17 : 18;
+    size_t qo = type == GGML_TYPE_Q4_1 ? 4 : type == GGML_TYPE_Q5_0 ? 6 : type == GGML_TYPE_Q5_1 ? 8
+              : type == GGML_TYPE_MXFP4 ? 1 : 2;
+    __m512i x = quad16(r4, (size_t)b * bs + qo);
+    *lo = _mm512_and_si512(x, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    if (type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1) {
+        __mmask64 ml, mh;
+        quad_hbits(r4, (size_t)b * bs + (type == GGML_TYPE_Q5_0 ? 2 : 4), &ml, &mh);
+        *lo = _mm512_mask_add_epi8(*lo, ml, *lo, _mm512_set1_epi8(0x10));
+        *hi = _mm512_mask_add_epi8(*hi, mh, *hi, _mm512_set1_epi8(0x10));
+    } else if (type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4) {
+        const __m512i tab = type == GGML_TYPE_IQ4_NL
+            ? _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
+                                                   (char)166, (char)181, (char)197, (char)217, (char)241))
+            : _mm512_broadcast_i32x4(_mm_setr_epi8((char)128, (char)129, (char)130, (char)131, (char)132, (char)134,
+                                                   (char)136, (char)140, (char)128, 127, 126, 125, 124, 122, 120, 116));
+        *lo = _mm512_shuffle_epi8(tab, *lo);
+        *hi = _mm512_shuffle_epi8(tab, *hi);
+    }
+}
+
+/* z[q]: 128-lane j = 4 partial sums of row 4q+j.  Returns the 16 row totals. */
+static inline __m512i red_quads(const __m512i *z)
+{
+    __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+    __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+    __m512i w = _mm512_add_epi32(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+    /* 128-lane j of w: rows j, 4+j, 8+j, 12+j */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(idx, w);
+}
+
 static inline __attribute__((always_inline)) void
 q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, const act32 *ap, int nt, int64_t nb, __m512 *acc)
 {
     int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
     rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     size_t wsz = type == GGML_TYPE_Q8_0 ? 34 : type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22
                : type == GGML_TYPE_Q5_1 ? 24 : type == GGML_TYPE_MXFP4 ? 17 : 18;
+    int quad = type != GGML_TYPE_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         __m512i wv[8];
         prefetch_next(rows, b, wsz);
-        for (int k = 0; k < 8; k++) wv[k] = w32_pair(type, rows[2 * k], rows[2 * k + 1], b);
+        if (quad)
+            #pragma GCC unroll 16
+            for (int q = 0; q < 4; q++) w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
+        else
+            #pragma GCC unroll 16
+            for (int k = 0; k < 8; k++) wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
         __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
         if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * bsz + qoff;
-            __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
-            __m512i p[8];
-            for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[k], av);
-            __m512i s = red_pairs(p);
+            __m512i s;
+            if (quad) {
+                __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab));
+                __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 16)));
+                __m512i z[4];
+                #pragma GCC unroll 16
+                for (int q = 0; q < 4; q++)
+                    z[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[2 * q], alo), wv[2 * q + 1], ahi);
+                s = red_quads(z);
+            } else {
+                __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
+                __m512i p[8];
+                #pragma GCC unroll 16
+                for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[k], av);
+                s = red_pairs(p);
+            }
             if (w32_off(type)) s = _mm512_sub_epi32(s, _mm512_set1_epi32(ap->corr[t * nb + b]));
             __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ap->da[t * nb + b]));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t]);
@@ -286,21 +339,23 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     default: fn = k_mxfp4; break;
     }
     int64_t nb = w->ne0 / 32;
-    for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-        int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-        act32 ap;
-        if (act32_make(&ap, x, t0, nt, nb, w32_off(w->type))) return 0;
-        sl_act xt = *x;
-        xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
-        for (int64_t r = r0; r < r1; r += 16) {
-            const uint8_t *rows[16];
-            int nv = group_rows(w, r, r1, rows);
+    act32 ap; /* all tokens at once: row groups outside, token tiles inside, so a group's weights stay in cache */
+    if (act32_make(&ap, x, 0, (int)x->rows, nb, w32_off(w->type))) return 0;
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        int nv = group_rows(w, r, r1, rows);
+        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
+            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+            size_t o = (size_t)t0 * (size_t)nb;
+            act32 at = {ap.da + o, ap.corr + o, ap.sa + o};
+            sl_act xt = *x;
+            xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            fn(rows, &xt, &ap, nt, nb, acc);
+            fn(rows, &xt, &at, nt, nb, acc);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
-        free(ap.da);
     }
+    free(ap.da);
     return 1;
 }
 
@@ -310,7 +365,7 @@ typedef struct {
     float *d;       /* [t][nb] */
     int16_t *bs;    /* [t][nb][16] bsums */
     int16_t *bs8;   /* [t][nb][8] sums of 32 */
-    int8_t *qsr;    /* [t][nb][256] quants, sub-blocks in order 0,2,1,3,4,6,5,7 */
+    int8_t *qsr;    /* [t][nb][256] quants reordered for the weight layout (see actk_make) */
     void *mem;
 } actk;
 
@@ -323,16 +378,26 @@ static int actk_make(actk *p, const sl_act *x, int64_t t0, int nt, int64_t nb, i
     p->d = (float *)((char *)p->mem + (reorder ? cnt * 256 : 0));
     p->bs = (int16_t *)(p->d + cnt);
     p->bs8 = p->bs + cnt * 16;
+    /* REORDER 1 (Q4_K/Q5_K): 32-element sub-blocks in order 0,2,1,3,4,6,5,7.
+     * REORDER 2 (IQ4_XS): 16-element halves: first halves of subs 0-3, second
+     * halves of subs 0-3, then the same for subs 4-7. */
     static const int ord[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
         for (int64_t b = 0; b < nb; b++) {
             const blk_q8_K *k = (const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes) + b;
             size_t i = (size_t)t * (size_t)nb + (size_t)b;
             p->d[i] = k->d;
             memcpy(p->bs + i * 16, k->bsums, 32);
+            #pragma GCC unroll 16
             for (int j = 0; j < 8; j++) p->bs8[i * 8 + j] = (int16_t)(k->bsums[2 * j] + k->bsums[2 * j + 1]);
-            if (reorder)
+            if (reorder == 1)
+                #pragma GCC unroll 16
                 for (int j = 0; j < 8; j++) memcpy(p->qsr + i * 256 + 32 * j, k->qs + 32 * ord[j], 32);
+            if (reorder == 2)
+                #pragma GCC unroll 16
+                for (int h = 0; h < 16; h++) /* h = 4 * (half + 2 * (sub / 4)) + sub % 4 */
+                    memcpy(p->qsr + i * 256 + 16 * h, k->qs + 32 * (4 * (h / 8) + h % 4) + 16 * ((h / 4) % 2), 16);
         }
     return 0;
 }
@@ -381,6 +446,7 @@ static inline __m512i k4_mins(const k4sc *k, const int16_t *bs8)
 {
     const __m512i lo = _mm512_set1_epi32(0x00ff00ff);
     int32_t p[4];
+    #pragma GCC unroll 16
     for (int j = 0; j < 2; j++) {
         p[2 * j] = (int32_t)((uint16_t)bs8[4 * j] | (uint32_t)(uint16_t)bs8[4 * j + 2] << 16);
         p[2 * j + 1] = (int32_t)((uint16_t)bs8[4 * j + 1] | (uint32_t)(uint16_t)bs8[4 * j + 3] << 16);
@@ -413,6 +479,7 @@ k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *a
         __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
         __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
         static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; k++) {
             __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
                                                 _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
@@ -421,8 +488,10 @@ k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *a
         }
     }
     __m512i scv[4] = {sc_pair(bc, 0, 2), sc_pair(bc, 1, 3), sc_pair(bc, 4, 6), sc_pair(bc, 5, 7)};
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(act[t])), scv[0]);
+        #pragma GCC unroll 16
         for (int k = 1; k < 4; k++)
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(act[t] + 64 * k)), scv[k]);
         s[16 * t] = acc;
@@ -434,14 +503,17 @@ k45_group(int five, int nt, const uint8_t *const *rows, const actk *ap, int64_t 
 {
     size_t bsz = five ? 176 : 144;
     rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         prefetch_next(rows, b, bsz);
         k4sc k = k4_scales16(&rs, (size_t)b * bsz);
         const int8_t *act[TT];
         for (int t = 0; t < nt; t++) act[t] = ap->qsr + ((size_t)t * (size_t)nb + (size_t)b) * 256;
+        #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), act, s + i);
         __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
+        #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
             size_t ti = (size_t)t * (size_t)nb + (size_t)b;
             __m512 da = _mm512_set1_ps(ap->d[ti]);
@@ -474,6 +546,7 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
     __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales)));
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512i v[4], scv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < 2; c++) {
         __m512i ql = _mm512_loadu_si512(q->ql + 64 * c);
         __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
@@ -491,9 +564,11 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
         scv[2 * c + 1] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c + 4))), sc16);
     }
     __m256i scm = _mm256_slli_epi16(_mm512_castsi512_si256(sc16), 5); /* 32 * sc */
+    #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         const int8_t *a = actk_qs(x, ap, 0, t0, t, nb, b);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; k++) {
             __m512i p = _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k));
             acc = _mm512_dpwssd_epi32(acc, p, scv[k]);
@@ -504,48 +579,231 @@ static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, 
     }
 }
 
+
+/* 16-element-group types: scale vectors for the 4 maddubs outputs of a
+ * superblock (vector k covers groups 4k..4k+3, 8 int16 lanes each). */
+static inline void g16_scv(__m512i sc16, __m512i *scv)
+{
+    static const int16_t base[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    __m512i bi = _mm512_loadu_si512(base);
+    #pragma GCC unroll 16
+    for (int k = 0; k < 4; k++)
+        scv[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(4 * k))), sc16);
+}
+
+/* 2-bit quants of 64 bytes (ggml Q2_K/Q3_K layout) to 4 vectors of 64
+ * elements in natural order: chunk n, shifts 2j for the two 32-element halves. */
+static inline void q2_planes(const uint8_t *qs, __m512i *v)
+{
+    const __m512i m3 = _mm512_set1_epi8(3);
+    #pragma GCC unroll 16
+    for (int n = 0; n < 2; n++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+        __m512i qq = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+        v[2 * n] = _mm512_and_si512(_mm512_srlv_epi16(qq, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1)), m3);
+        v[2 * n + 1] = _mm512_and_si512(_mm512_srlv_epi16(qq, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1)), m3);
+    }
+}
+
+static inline __m512i dot4(const __m512i *v, const __m512i *scv, const int8_t *a)
+{
+    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(a)), scv[0]);
+    #pragma GCC unroll 16
+    for (int k = 1; k < 4; k++) acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k)), scv[k]);
+    return acc;
+}
+
+static inline void q2k_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+{
+    __m128i sc = _mm_loadu_si128((const __m128i *)blk);
+    __m512i scv[4], v[4];
+    g16_scv(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f)))), scv);
+    q2_planes(blk + 16, v);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++) s[16 * t] = dot4(v, scv, act[t]);
+}
+
+/* Q2_K mins of 16 rows: M = sum_g (scales[g] >> 4) * bsums[g], lanes = rows. */
+static inline __m512i q2k_mins(const rowset *rs, size_t boff, const int16_t *bs)
+{
+    const __m512i lo = _mm512_set1_epi32(0x00ff00ff), m4 = _mm512_set1_epi32(0x0f0f0f0f);
+    __m512i m = _mm512_setzero_si512();
+    #pragma GCC unroll 16
+    for (int q = 0; q < 4; q++) {
+        __m512i u = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + boff + 4 * (size_t)q), 1);
+        u = _mm512_and_si512(_mm512_srli_epi32(u, 4), m4); /* mins of groups 4q..4q+3 as bytes */
+        int32_t p0 = (int32_t)((uint16_t)bs[4 * q] | (uint32_t)(uint16_t)bs[4 * q + 2] << 16);
+        int32_t p1 = (int32_t)((uint16_t)bs[4 * q + 1] | (uint32_t)(uint16_t)bs[4 * q + 3] << 16);
+        m = _mm512_dpwssd_epi32(m, _mm512_and_si512(u, lo), _mm512_set1_epi32(p0));
+        m = _mm512_dpwssd_epi32(m, _mm512_and_si512(_mm512_srli_epi32(u, 8), lo), _mm512_set1_epi32(p1));
+    }
+    return m;
+}
+
+/* Q3_K: v = 2-bit + 4*hbit in 0..7, S = sum sc (v - 4) a = raw - 4 sum sc bsum. */
+static inline void q3k_row(const uint8_t *blk, int nt, const int8_t *const *act, const int16_t *const *bs, __m512i *s)
+{
+    __m128i x = _mm_loadl_epi64((const __m128i *)(blk + 96));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    uint32_t y;
+    memcpy(&y, blk + 104, 4);
+    __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)y), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4))), _mm256_set1_epi16(32));
+    __m512i scv[4], v[4];
+    g16_scv(_mm512_castsi256_si512(sc16), scv);
+    q2_planes(blk + 32, v);
+    __m256i h = _mm256_loadu_si256((const __m256i *)blk);
+    __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    #pragma GCC unroll 16
+    for (int k = 0; k < 4; k++) { /* vector k: hmask bits 2k (low half), 2k+1 (high half) */
+        __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))), _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
+        v[k] = _mm512_mask_add_epi8(v[k], _mm512_test_epi8_mask(hh, bitsel), v[k], _mm512_set1_epi8(4));
+    }
+    __m256i sc4 = _mm256_slli_epi16(sc16, 2);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++) {
+        __m256i corr = _mm256_madd_epi16(sc4, _mm256_loadu_si256((const __m256i *)bs[t]));
+        s[16 * t] = _mm512_sub_epi32(dot4(v, scv, act[t]), _mm512_zextsi256_si512(corr));
+    }
+}
+
+/* IQ4_XS: |kv| times sign-adjusted activations (maddubs cannot take 8-bit
+ * signed weights), scales ls - 32 per 32-element sub-block. */
+static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, blk + 2, 2);
+    memcpy(&sl, blk + 4, 4);
+    uint64_t ls = _pdep_u64(sl, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(sh, 0x3030303030303030ull);
+    __m512i bc = _mm512_set1_epi64((long long)ls);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)KV_IQ4NL));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), c32 = _mm512_set1_epi16(32);
+    __m512i scv[2], kv[4];
+    #pragma GCC unroll 16
+    for (int h = 0; h < 2; h++) { /* 128-lane k of half h: sub 4h + k */
+        __m512i idx = _mm512_set_epi16(0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
+                                       0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
+                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
+                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
+                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
+                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
+                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h),
+                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h));
+        scv[h] = _mm512_sub_epi16(_mm512_shuffle_epi8(bc, idx), c32);
+        __m512i q = _mm512_loadu_si512(blk + 8 + 64 * h);
+        kv[2 * h] = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+        kv[2 * h + 1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    }
+    __mmask64 neg[4];
+    #pragma GCC unroll 16
+    for (int k = 0; k < 4; k++) neg[k] = _mm512_movepi8_mask(kv[k]), kv[k] = _mm512_abs_epi8(kv[k]);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++) {
+        __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; k++) {
+            __m512i a = _mm512_loadu_si512(act[t] + 64 * k);
+            a = _mm512_mask_sub_epi8(a, neg[k], _mm512_setzero_si512(), a);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(kv[k], a), scv[k / 2]);
+        }
+        s[16 * t] = acc;
+    }
+}
+
+static inline __attribute__((always_inline)) void
+g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,
+          __m512i *s, __m512 *acc)
+{
+    size_t bsz = ggml_type_get(type)->type_size;
+    rowset rs = rowset_make(rows);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_next(rows, b, bsz);
+        const int8_t *act[TT];
+        const int16_t *bs[TT];
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
+            act[t] = type == GGML_TYPE_IQ4_XS ? ap->qsr + ti * 256 : actk_qs(x, ap, 0, t0, t, nb, b);
+            bs[t] = ap->bs + ti * 16;
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *blk = rows[i] + (size_t)b * bsz;
+            switch (type) {
+            case GGML_TYPE_Q2_K: q2k_row(blk, nt, act, s + i); break;
+            case GGML_TYPE_Q3_K: q3k_row(blk, nt, act, bs, s + i); break;
+            case GGML_TYPE_IQ4_XS: iq4xs_row(blk, nt, act, s + i); break;
+            default: q6k_row(blk, x, ap, t0, nt, nb, b, s + i, 16); break;
+            }
+        }
+        __m512 dw = type == GGML_TYPE_IQ4_XS ? load_h16(&rs, (size_t)b * bsz)
+                    : load_h16_end(&rs, (size_t)b * bsz + (type == GGML_TYPE_Q2_K ? 80 : bsz - 2));
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
+            __m512 da = _mm512_set1_ps(ap->d[ti]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(red16(s + 16 * t)), acc[t]);
+            if (type == GGML_TYPE_Q2_K) {
+                __m512 dmin = load_h16_end(&rs, (size_t)b * bsz + 82);
+                __m512i M = q2k_mins(&rs, (size_t)b * bsz, bs[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(M), acc[t]);
+            }
+        }
+    }
+}
+
+#define G16_KERNEL(NAME, TYPE)                                                                                      \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,   \
+                     __m512i *s, __m512 *acc)                                                                       \
+    {                                                                                                               \
+        if (nt == 1)                                                                                                \
+            g16_group(TYPE, 1, rows, x, ap, t0, nb, s, acc);                                                        \
+        else                                                                                                        \
+            g16_group(TYPE, nt, rows, x, ap, t0, nb, s, acc);                                                       \
+    }
+G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
+G16_KERNEL(k_q3k, GGML_TYPE_Q3_K)
+G16_KERNEL(k_q6k, GGML_TYPE_Q6_K)
+G16_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
+
 static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     uint32_t type = w->type;
-    int reorder = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
-    size_t bsz = type == GGML_TYPE_Q4_K ? 144 : type == GGML_TYPE_Q5_K ? 176 : 210;
-    size_t doff = type == GGML_TYPE_Q6_K ? 208 : 0;
+    int k4 = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+    int reorder = k4 ? 1 : type == GGML_TYPE_IQ4_XS ? 2 : 0;
     int64_t nb = w->ne0 / 256;
     __m512i *s = aligned_alloc(64, sizeof(__m512i) * 16 * TT);
-    if (!s) return 0;
-    for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-        int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-        actk ap;
-        if (actk_make(&ap, x, t0, nt, nb, reorder)) {
-            free(s);
-            return 0;
-        }
-        for (int64_t r = r0; r < r1; r += 16) {
-            const uint8_t *rows[16];
-            int nv = group_rows(w, r, r1, rows);
+    actk ap;
+    if (!s || actk_make(&ap, x, 0, (int)x->rows, nb, reorder)) {
+        free(s);
+        return 0;
+    }
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rows[16];
+        int nv = group_rows(w, r, r1, rows);
+        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
+            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+            size_t o = (size_t)t0 * (size_t)nb;
+            actk at = {ap.d + o, ap.bs + o * 16, ap.bs8 + o * 8, reorder ? ap.qsr + o * 256 : NULL, NULL};
             __m512 acc[TT];
-            rowset rs = rowset_make(rows);
-            if (reorder) {
+            if (k4) {
                 static void (*const fns[2][TT])(const uint8_t *const *, const actk *, int64_t, __m512i *, __m512 *) = {
                     {k_q4k_1, k_q4k_2, k_q4k_3, k_q4k_4}, {k_q5k_1, k_q5k_2, k_q5k_3, k_q5k_4}};
-                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &ap, nb, s, acc);
+                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &at, nb, s, acc);
             } else {
-                for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-                for (int64_t b = 0; b < nb; b++) {
-                    prefetch_next(rows, b, bsz);
-                    for (int i = 0; i < 16; i++) q6k_row(rows[i] + (size_t)b * bsz, x, &ap, t0, nt, nb, b, s + i, 16);
-                    __m512 dw = load_h16_end(&rs, (size_t)b * bsz + doff);
-                    for (int t = 0; t < nt; t++) {
-                        float da = ap.d[(size_t)t * (size_t)nb + (size_t)b];
-                        __m512i S = red16(s + 16 * t);
-                        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(da), dw), _mm512_cvtepi32_ps(S), acc[t]);
-                    }
-                }
+                void (*fn)(int, const uint8_t *const *, const sl_act *, const actk *, int64_t, int64_t, __m512i *, __m512 *) =
+                    type == GGML_TYPE_Q2_K ? k_q2k : type == GGML_TYPE_Q3_K ? k_q3k : type == GGML_TYPE_Q6_K ? k_q6k : k_iq4xs;
+                fn(nt, rows, x, &at, t0, nb, s, acc);
             }
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
-        free(ap.mem);
     }
+    free(ap.mem);
     free(s);
     return 1;
 }
@@ -576,29 +834,54 @@ static inline __m512 ld_w_tail(uint32_t type, const uint8_t *p, int64_t i, __mma
 }
 
 #define FR 4 /* rows per float tile */
+#define FT 4 /* tokens per float tile */
 
+/* FR rows x NT tokens, one canonical 16-lane accumulator per element; each
+ * weight vector is loaded once and used for NT tokens. */
 static inline __attribute__((always_inline)) void
-float_tile(uint32_t type, const uint8_t *const *rows, const float *xf, int64_t n, float *out /* [FR] */)
+float_tile(uint32_t type, int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out /* [FT][FR] */)
 {
-    __m512 acc[FR];
-    for (int i = 0; i < FR; i++) acc[i] = _mm512_setzero_ps();
+    __m512 acc[FT][FR];
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) acc[t][r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 xv = _mm512_loadu_ps(xf + i);
-        for (int r = 0; r < FR; r++) acc[r] = _mm512_fmadd_ps(ld_w(type, rows[r], i), xv, acc[r]);
+        __m512 wv[FR];
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) wv[r] = ld_w(type, rows[r], i);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m512 xv = _mm512_loadu_ps(xs[t] + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
+        }
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 xv = _mm512_maskz_loadu_ps(m, xf + i);
-        for (int r = 0; r < FR; r++) acc[r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[r], m);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) acc[t][r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[t][r], m);
+        }
     }
-    for (int r = 0; r < FR; r++) out[r] = hsum_tree16(acc[r]);
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+        #pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(acc[t][r]);
 }
 
-#define FLOAT_KERNEL(NAME, TYPE)                                                                    \
-    static void NAME(const uint8_t *const *rows, const float *xf, int64_t n, float *out)           \
-    {                                                                                               \
-        float_tile(TYPE, rows, xf, n, out);                                                         \
+#define FLOAT_KERNEL(NAME, TYPE)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out) \
+    {                                                                                                   \
+        switch (nt) {                                                                                   \
+        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                           \
+        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                           \
+        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                           \
+        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                          \
+        }                                                                                               \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
@@ -606,28 +889,45 @@ FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
 static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(const uint8_t *const *, const float *, int64_t, float *) =
+    void (*fn)(int, const uint8_t *const *, const float *const *, int64_t, float *) =
         w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
-    int64_t n = w->ne0;
-    float *xf = w->type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * (size_t)n);
-    if (w->type != GGML_TYPE_F32 && !xf) return 0;
-    for (int64_t t = 0; t < x->rows; t++) {
-        const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-        if (xf) { /* activations to f32 once (exact) */
-            const uint16_t *h = (const uint16_t *)arow;
+    int64_t n = w->ne0, T = x->rows;
+    float *xf = NULL;
+    if (w->type != GGML_TYPE_F32) { /* activations to f32 once (exact) */
+        xf = malloc(sizeof(float) * (size_t)(n * T));
+        if (!xf) return 0;
+        for (int64_t t = 0; t < T; t++) {
+            const uint8_t *h = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
+            float *o = xf + t * n;
             int64_t i = 0;
-            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(xf + i, ld_w(w->type, (const uint8_t *)h, i));
-            for (; i < n; i++) xf[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(h[i]) : bf16_to_fp32(h[i]);
+            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ld_w(w->type, h, i));
+            for (; i < n; i++)
+                o[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(((const uint16_t *)h)[i]) : bf16_to_fp32(((const uint16_t *)h)[i]);
         }
-        const float *xa = xf ? xf : (const float *)arow;
-        for (int64_t r = r0; r < r1; r += FR) {
-            const uint8_t *rows[FR];
-            int nv = (int)(r1 - r < FR ? r1 - r : FR);
-            for (int i = 0; i < FR; i++)
-                rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
-            float out[FR];
-            fn(rows, xa, n, out);
-            for (int i = 0; i < nv; i++) y[(size_t)t * y_stride + (size_t)(r + i)] = out[i];
+    }
+    /* chunks of rows whose weights stay in L2 while every token tile passes */
+    int64_t chunk = (int64_t)(262144 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)(FR - 1);
+    if (chunk < FR) chunk = FR;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t t0 = 0; t0 < T; t0 += FT) {
+            int nt = (int)(T - t0 < FT ? T - t0 : FT);
+            const float *xs[FT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < nt; t++)
+                xs[t] = xf ? xf + (t0 + t) * n : (const float *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes);
+            for (int64_t r = c0; r < c1; r += FR) {
+                const uint8_t *rows[FR];
+                int nv = (int)(c1 - r < FR ? c1 - r : FR);
+                #pragma GCC unroll 16
+                for (int i = 0; i < FR; i++)
+                    rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
+                float out[FT * FR];
+                fn(nt, rows, xs, n, out);
+                #pragma GCC unroll 16
+                for (int t = 0; t < nt; t++)
+                    for (int i = 0; i < nv; i++) y[(size_t)(t0 + t) * y_stride + (size_t)(r + i)] = out[t * FR + i];
+            }
         }
     }
     free(xf);
@@ -640,7 +940,8 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4:
         return rows_q32(w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ4_XS:
         return rows_k(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
         return rows_float(w, x, y, y_stride, r0, r1);
