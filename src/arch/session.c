@@ -14,6 +14,7 @@ enum { UBATCH = 256 };
 
 void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err)
 {
+    if (bytes == 0) bytes = 1;
     if (bytes <= s->scr_cap[slot]) return s->scr[slot];
     size_t cap = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, cap);
