@@ -3,7 +3,9 @@
  * last-prompt logits within max|d|/R, top-10 per step (swaps only between
  * near-equal golden logits), golden top-1 in our top-3, and 32-token greedy
  * continuations (a first mismatch is accepted only at a golden near-tie,
- * reported with a '#' line).  Goldens used f32 KV and no flash attention. */
+ * reported with a '#' line).  Goldens used f32 KV and no flash attention.
+ * Also: each architecture's logits are identical as one batch or token by
+ * token with 3 threads, in both KV modes. */
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -167,6 +169,43 @@ out:
     return worst;
 }
 
+/* All logits of TOKS: as one batch, or one token at a time with 3 threads. */
+static float *all_logits(sl_model *m, const int32_t *toks, int n, bool single, sl_kv_mode mode)
+{
+    float *lg = malloc(sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n);
+    sl_pool *pool = single ? pool_create(3) : NULL;
+    session_opts so = {.kv_mode = mode};
+    sl_session *s;
+    sl_err err;
+    int rc = session_create_opts(&s, m, 64, pool, &so, &err);
+    for (int i = 0; rc == 0 && i < n; i += single ? 1 : n)
+        rc = session_eval(s, toks + i, single ? 1 : n, lg + (size_t)i * model_n_vocab(m), true, &err);
+    T_CHECK(rc == 0, "%s", err.msg);
+    if (rc == 0) session_free(s);
+    pool_destroy(pool);
+    if (rc) {
+        free(lg);
+        return NULL;
+    }
+    return lg;
+}
+
+/* Batch / decode / thread invariance on this architecture, both KV modes. */
+static void invariance(sl_model *m, const fixture *fx, json_t *prompt)
+{
+    json_t *toks = json_object_get(prompt, "tokens");
+    int n = (int)json_array_size(toks);
+    int32_t ids[64];
+    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+    for (int mode = SL_KV_F16_FLASH; mode <= SL_KV_F32; mode++) {
+        float *a = all_logits(m, ids, n, false, (sl_kv_mode)mode), *b = all_logits(m, ids, n, true, (sl_kv_mode)mode);
+        T_CHECK(a && b && memcmp(a, b, sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n) == 0,
+                "%s: one batch and one-by-one with 3 threads differ (kv mode %d)", fx->name, mode);
+        free(a);
+        free(b);
+    }
+}
+
 static void run_fixture(const fixture *fx)
 {
     char rel[256], name[128];
@@ -197,6 +236,7 @@ static void run_fixture(const fixture *fx)
         bool near_tie = false;
         for (size_t pi = 0; gold && pi < json_array_size(prompts); pi++)
             worst = fmax(worst, run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * nv, &near_tie));
+        invariance(m, fx, json_array_get(prompts, json_array_size(prompts) - 1));
         printf("# %s: max|d|/R %.3g, README tolerance %.0e", fx->name, worst, fx->tol);
         if (fx->gap > 0) printf(", known kernel gap: checked at %.0e (" GAP_WHY ")", fx->gap);
         printf("%s\n", near_tie ? "; a greedy near-tie was accepted" : "");

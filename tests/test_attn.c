@@ -76,7 +76,7 @@ static void flash_case(const attn_simd *s, const attn_simd *o, int dk, int dv, i
         T_CHECK(same(oa, ob, 4 * (size_t)dv), "flash dk=%d dv=%d n=%d differs from scalar", dk, dv, n);
     }
     /* plain softmax attention in double */
-    double *p = malloc(sizeof(double) * (size_t)n), mx = -INFINITY, sum = 0, err = 0, mag = 0;
+    double *p = malloc(sizeof(double) * (size_t)n), mx = -INFINITY, sum = 0, err = 0;
     for (int j = 0; j < n; j++) {
         double d = 0;
         for (int i = 0; i < dk; i++) d += (double)fp16_to_fp32(k[(size_t)j * stride + i]) * fp16_to_fp32(q[i]);
@@ -88,10 +88,11 @@ static void flash_case(const attn_simd *s, const attn_simd *o, int dk, int dv, i
         double r = 0;
         for (int j = 0; j < n; j++) r += p[j] / sum * fp16_to_fp32(v[(size_t)j * stride + i]);
         err = fmax(err, fabs(r - oa[i]));
-        mag = fmax(mag, fabs(r));
     }
-    T_CHECK(err <= 4e-3 * fmax(mag, 0.1), "flash dk=%d dv=%d n=%d: error %.3g vs the double reference", dk, dv, n,
-            err);
+    /* the f16 accumulator rounds at every step: errors grow like sqrt(n) * 2^-12
+     * in units of |v| (<= 1 here) */
+    T_CHECK(err <= 2.5e-4 * sqrt((double)n) + 1e-3, "flash dk=%d dv=%d n=%d: error %.3g vs the double reference", dk,
+            dv, n, err);
     free(p);
     free(k);
     free(v);
@@ -102,15 +103,21 @@ int main(void)
 {
     (void)t_shared;
     const attn_simd *scalar = attn_simd_for(SL_ISA_SCALAR);
-    const attn_simd *best = attn_simd_for(kernels_isa_detected());
-    if (best != scalar) primitives(scalar, best, kernels_isa_name(kernels_isa_detected()));
-    else t_skip("attention primitives: SIMD equals scalar", "no SIMD attention path on this CPU");
-    t_begin("flash attention row: ISA paths agree, matches a double softmax");
-    static const int shapes[][3] = {{64, 64, 1},   {64, 64, 37},  {64, 64, 300}, {128, 128, 90}, {48, 32, 50},
-                                    {576, 512, 20}, {32, 32, 17},  {64, 48, 40},  {256, 256, 9}};
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        flash_case(scalar, best != scalar ? best : NULL, shapes[i][0], shapes[i][1], shapes[i][2],
-                   shapes[i][0] + 8);
-    t_end();
+    for (int isa = SL_ISA_AVX2; isa <= SL_ISA_AVX512; isa++) {
+        char name[96];
+        snprintf(name, sizeof name, "attention on the %s path", kernels_isa_name((sl_isa)isa));
+        if ((int)kernels_isa_detected() < isa) {
+            t_skip(name, "the CPU lacks this ISA");
+            continue;
+        }
+        const attn_simd *simd = attn_simd_for((sl_isa)isa);
+        primitives(scalar, simd, kernels_isa_name((sl_isa)isa));
+        t_begin(name);
+        static const int shapes[][3] = {{64, 64, 1},    {64, 64, 37}, {64, 64, 300}, {128, 128, 90}, {48, 32, 50},
+                                        {576, 512, 20}, {32, 32, 17}, {64, 48, 40},  {256, 256, 9},  {64, 40, 33}};
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            flash_case(scalar, simd, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][0] + 8);
+        t_end();
+    }
     return t_done();
 }

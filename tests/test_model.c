@@ -138,6 +138,26 @@ static void invariance_case(sl_model *m, const char *path, const int32_t *toks, 
     t_end();
 }
 
+/* Prefill without logits (NULL) then one token equals one batch. */
+static void null_logits_case(sl_model *m, const int32_t *toks)
+{
+    t_begin("prefill without logits, then a token: same logits as one batch");
+    int nv = model_n_vocab(m);
+    float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    sl_session *s1, *s2;
+    sl_err err;
+    int ok = session_create(&s1, m, 32, NULL, &err) == 0 && session_create(&s2, m, 32, NULL, &err) == 0 &&
+             session_eval(s1, toks, 11, a, false, &err) == 0 && session_eval(s2, toks, 10, NULL, false, &err) == 0 &&
+             session_eval(s2, toks + 10, 1, b, false, &err) == 0;
+    T_CHECK(ok, "%s", err.msg);
+    T_CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)nv) == 0, "logits differ");
+    session_free(s1);
+    session_free(s2);
+    free(a);
+    free(b);
+    t_end();
+}
+
 /* ------------------------------------- experts in shuffled order */
 
 /* Wraps the in-RAM provider and hands experts out in a scrambled order:
@@ -268,6 +288,7 @@ int main(void)
         invariance_case(m, MODELS[k], toks, 24, SL_KV_F16_FLASH);
         invariance_case(m, MODELS[k], toks, 24, SL_KV_F32);
         if (k == 1) invariance_case(m, MODELS[k], toks, 24, SL_KV_F16);
+        if (k == 0) null_logits_case(m, toks);
         model_free(m);
     }
     shuffled_case(MODELS[0], toks, 24);

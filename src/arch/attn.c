@@ -143,18 +143,17 @@ static int qkv_proj(sl_session *s, const layer_w *L, const float *xn, int T, flo
         return 0;
     }
     if (act_prepare(a, L->wq.type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
-    matmul(&L->wq, a, q, (size_t)nq, s->pool);
-    const sl_mat *kv[2] = {&L->wk, &L->wv};
-    float *dst[2] = {k, v};
-    for (int i = 0; i < 2; i++) {
-        const sl_act *use = a;
-        if (kernels_vec_dot_type(kv[i]->type) != a->vtype) {
-            sl_act *b = &s->act[ACT_B];
-            if (act_prepare(b, kv[i]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
-            use = b;
+    const sl_mat *w[3] = {&L->wq, &L->wk, &L->wv};
+    const sl_act *x[3] = {a, a, a};
+    float *y[3] = {q, k, v};
+    size_t stride[3] = {(size_t)nq, (size_t)nk, (size_t)nv};
+    for (int i = 1; i < 3; i++)
+        if (kernels_vec_dot_type(w[i]->type) != a->vtype) {
+            sl_act *b = &s->act[i == 1 ? ACT_B : ACT_C];
+            if (act_prepare(b, w[i]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+            x[i] = b;
         }
-        matmul(kv[i], use, dst[i], (size_t)kv[i]->ne1, s->pool);
-    }
+    matmul_multi(s, 3, w, x, y, stride);
     if (L->bq) add_bias(q, L->bq, T, nq);
     if (L->bk) add_bias(k, L->bk, T, nk);
     if (L->bv) add_bias(v, L->bv, T, nv);

@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 
 const attn_simd *attn_simd_avx512(void);
+const attn_simd *attn_simd_avx2(void);
 
 /* _mm512_reduce_add_ps as GCC expands it: halves, quarters, then pairs. */
 float attn_tree16(const float *l)
@@ -134,6 +135,8 @@ static const attn_simd scalar = {
 
 const attn_simd *attn_simd_for(sl_isa isa)
 {
-    if (isa >= SL_ISA_AVX512 && kernels_isa_detected() >= SL_ISA_AVX512) return attn_simd_avx512();
+    sl_isa cpu = kernels_isa_detected();
+    if (isa >= SL_ISA_AVX512 && cpu >= SL_ISA_AVX512) return attn_simd_avx512();
+    if (isa >= SL_ISA_AVX2 && cpu >= SL_ISA_AVX2) return attn_simd_avx2();
     return &scalar;
 }

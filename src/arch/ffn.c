@@ -23,15 +23,18 @@ int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat 
     if (!u || !g || !h) return -1;
     sl_act *a = &s->act[ACT_A];
     if (act_prepare(a, up->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
-    matmul(up, a, u, (size_t)n_ff, s->pool);
+    bool has_gate = gate && gate->data;
+    const sl_mat *w[2] = {up, gate};
+    const sl_act *x[2] = {a, a};
+    float *y[2] = {u, g};
+    size_t stride[2] = {(size_t)n_ff, (size_t)n_ff};
+    if (has_gate && kernels_vec_dot_type(gate->type) != a->vtype) {
+        if (act_prepare(&s->act[ACT_B], gate->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
+        x[1] = &s->act[ACT_B];
+    }
+    matmul_multi(s, has_gate ? 2 : 1, w, x, y, stride);
     if (bu) add_bias(u, bu, T, n_ff);
-    if (gate && gate->data) {
-        const sl_act *ga = a;
-        if (kernels_vec_dot_type(gate->type) != a->vtype) {
-            if (act_prepare(&s->act[ACT_B], gate->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
-            ga = &s->act[ACT_B];
-        }
-        matmul(gate, ga, g, (size_t)n_ff, s->pool);
+    if (has_gate) {
         if (bg) add_bias(g, bg, T, n_ff);
         op_swiglu(h, g, u, (int64_t)T * n_ff);
     } else {
@@ -170,18 +173,24 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     sl_act xu = xa_up == xa ? xg
                             : (sl_act){.vtype = xa_up->vtype, .n = xa_up->n, .rows = n, .row_bytes = rbu,
                                        .data = gx + (size_t)n * rb};
-    sl_mat wu = expert_mat(&L->x_up, v, L->part_up);
-    matmul(&wu, &xu, u, (size_t)n_ff, s->pool);
+    sl_mat wu = expert_mat(&L->x_up, v, L->part_up), wg = {0};
+    if (L->part_gate >= 0) wg = expert_mat(&L->x_gate, v, L->part_gate);
+    const sl_mat *w[2] = {&wu, &wg};
+    const sl_act *x[2] = {&xu, &xg};
+    float *out[2] = {u, g};
+    size_t stride[2] = {(size_t)n_ff, (size_t)n_ff};
+    matmul_multi(s, L->part_gate >= 0 ? 2 : 1, w, x, out, stride);
     if (L->part_gate >= 0) {
-        sl_mat wg = expert_mat(&L->x_gate, v, L->part_gate);
-        matmul(&wg, &xg, g, (size_t)n_ff, s->pool);
         op_swiglu(h, g, u, (int64_t)n * n_ff);
     } else {
         for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
     }
     sl_mat wd = expert_mat(&L->x_down, v, L->part_down);
     if (act_prepare(&s->act[ACT_C], wd.type, h, n_ff, n, (size_t)n_ff, s->pool, err)) return -1;
-    matmul(&wd, &s->act[ACT_C], d, (size_t)n_embd, s->pool);
+    const sl_mat *wdp = &wd;
+    const sl_act *xd = &s->act[ACT_C];
+    size_t sd = (size_t)n_embd;
+    matmul_multi(s, 1, &wdp, &xd, &d, &sd);
     for (int j = 0; j < n; j++) memcpy(y + (size_t)sl[j] * n_embd, d + (size_t)j * n_embd, sizeof(float) * n_embd);
     return 0;
 }

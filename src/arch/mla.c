@@ -71,14 +71,33 @@ static void mla_task(void *ctx, int task, int thread)
              s->thr_tmp + (size_t)thread * s->thr_tmp_n);
 }
 
-/* q (T x H x dkm) from x: through the low-rank q_a / q_b pair, or wq. */
-static int mla_query(sl_session *s, const layer_w *L, const float *xn, int T, float *q, sl_err *err)
+/* The two products of the normalised input: the query (q_a, or wq in
+ * "lite" files) into QA and the compressed KV [c | k_pe] into KVC, in one
+ * dispatch and with one conversion of xn when their types agree. */
+static int mla_inputs(sl_session *s, const layer_w *L, const float *xn, int T, float *qa, float *kvc, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
-    if (!L->wq_a.data) return linear(s, &s->act[ACT_B], &L->wq, NULL, xn, T, q, err);
-    float *qa = scr_get(s, SCR_T3, (size_t)T * hp->n_lora_q * sizeof(float), err);
+    const sl_mat *w[2] = {L->wq_a.data ? &L->wq_a : &L->wq, &L->wkv_a};
+    sl_act *a = &s->act[ACT_A];
+    if (act_prepare(a, w[0]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+    const sl_act *x[2] = {a, a};
+    if (kernels_vec_dot_type(w[1]->type) != a->vtype) {
+        if (act_prepare(&s->act[ACT_B], w[1]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
+        x[1] = &s->act[ACT_B];
+    }
+    float *y[2] = {qa, kvc};
+    size_t stride[2] = {(size_t)w[0]->ne1, (size_t)w[1]->ne1};
+    matmul_multi(s, 2, w, x, y, stride);
+    return 0;
+}
+
+/* q (T x H x dkm): with q_lora, RMS-normalise q_a's output and apply q_b. */
+static int mla_query(sl_session *s, const layer_w *L, float *qa, int T, float *q, sl_err *err)
+{
+    const hparams *hp = &s->m->hp;
+    if (!L->wq_a.data) return 0; /* wq wrote q directly */
     float *qn = scr_get(s, SCR_T4, (size_t)T * hp->n_lora_q * sizeof(float), err);
-    if (!qa || !qn || linear(s, &s->act[ACT_B], &L->wq_a, NULL, xn, T, qa, err)) return -1;
+    if (!qn) return -1;
     for (int t = 0; t < T; t++)
         op_rms_norm(qn + (size_t)t * hp->n_lora_q, qa + (size_t)t * hp->n_lora_q, L->q_a_norm, hp->n_lora_q,
                     hp->rms_eps);
@@ -99,8 +118,8 @@ int mla_block(sl_session *s, int il, const batch *b, const float *xn, float *out
     float *att2 = scr_get(s, SCR_T1, (size_t)T * H * vdim * sizeof(float), err);
     float *c = scr_get(s, SCR_T2, (size_t)kvl * sizeof(float), err);
     if (!q || !kvc || !qf || !att || !att2 || !c) return -1;
-    if (mla_query(s, L, xn, T, q, err)) return -1;
-    if (linear(s, &s->act[ACT_A], &L->wkv_a, NULL, xn, T, kvc, err)) return -1;
+    float *qa = L->wq_a.data ? scr_get(s, SCR_T3, (size_t)T * hp->n_lora_q * sizeof(float), err) : q;
+    if (!qa || mla_inputs(s, L, xn, T, qa, kvc, err) || mla_query(s, L, qa, T, q, err)) return -1;
 
     const kv_layer *kv = &s->kv[il];
     for (int t = 0; t < T; t++) {

@@ -461,19 +461,6 @@ static int find_arch(sl_model *m, sl_err *err)
                    m->g->path, s->s);
 }
 
-static int attach_provider(sl_model *m, const model_opts *opts, sl_err *err)
-{
-    if (opts && opts->provider) {
-        m->provider = opts->provider;
-        m->own_provider = opts->own_provider;
-        return 0;
-    }
-    if (m->hp.n_expert == 0) return 0;
-    if (mem_provider_create(&m->provider, &m->xl, err)) return -1;
-    m->own_provider = true;
-    return 0;
-}
-
 int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err)
 {
     *out = NULL;
@@ -495,7 +482,10 @@ int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err 
         expert_layout_from_gguf(&m->xl, m->g, m->hp.n_layer, m->hp.n_expert, m->hp.n_expert_used, err))
         goto fail;
     if (m->ops->load_tensors(m, err)) goto fail;
-    if (!m->provider && attach_provider(m, opts, err)) goto fail;
+    if (!m->provider && m->hp.n_expert > 0) {
+        if (mem_provider_create(&m->provider, &m->xl, err)) goto fail;
+        m->own_provider = true;
+    }
     *out = m;
     return 0;
 fail:

@@ -67,7 +67,9 @@ int32_t session_n_ctx(const sl_session *s);
 
 /* Appends N tokens at positions pos..pos+N-1.  Writes logits of the last
  * token to LOGITS[n_vocab], or of every token to LOGITS[N * n_vocab] when
- * ALL is set.  Running past n_ctx is an error (context overflow). */
+ * ALL is set (LOGITS NULL: none, the output projection is skipped).
+ * Running past n_ctx is an error (context overflow); on any error the
+ * session keeps its previous position. */
 int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits, bool all, sl_err *err);
 
 /* Forgets KV entries at positions >= POS (for rejected draft tokens, edits). */

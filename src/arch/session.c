@@ -14,6 +14,7 @@ enum { UBATCH = 256 };
 
 void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err)
 {
+    if (bytes == 0) bytes = 1;
     if (bytes <= s->scr_cap[slot]) return s->scr[slot];
     size_t cap = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, cap);
@@ -39,10 +40,63 @@ void add_bias(float *y, const float *b, int T, int64_t n)
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
+enum { MM_MAX = 4 };
+
+typedef struct {
+    int n;
+    const sl_mat *w[MM_MAX];
+    const sl_act *x[MM_MAX];
+    float *y[MM_MAX];
+    size_t y_stride[MM_MAX];
+    int64_t chunk[MM_MAX];
+    int first[MM_MAX + 1]; /* first task of each product */
+    sl_isa isa;
+} mm_multi_job;
+
+static void mm_multi_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const mm_multi_job *j = ctx;
+    int i = 0;
+    while (task >= j->first[i + 1]) i++;
+    int64_t r0 = (int64_t)(task - j->first[i]) * j->chunk[i], r1 = r0 + j->chunk[i];
+    if (r1 > j->w[i]->ne1) r1 = j->w[i]->ne1;
+    matmul_rows(j->w[i], j->x[i], j->y[i], j->y_stride[i], r0, r1, j->isa);
+}
+
+void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *const *x, float *const *y,
+                  const size_t *y_stride)
+{
+    double work = 0;
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        work += (double)w[i]->row_bytes * (double)w[i]->ne1 * (double)(x[i]->rows > 0 ? x[i]->rows : 1);
+        rows += w[i]->ne1;
+    }
+    sl_isa isa = pool_isa(s->pool);
+    /* below ~16 KiB of weights a dispatch costs more than it saves */
+    if (s->n_threads <= 1 || n > MM_MAX || work < 16384.0) {
+        for (int i = 0; i < n; i++) matmul_rows(w[i], x[i], y[i], y_stride[i], 0, w[i]->ne1, isa);
+        return;
+    }
+    mm_multi_job j = {.n = n, .isa = isa};
+    int64_t want = (int64_t)s->n_threads * (x[0]->rows > 1 ? 4 : 2);
+    int64_t per = (rows + want - 1) / want;
+    per = (per + 15) & ~(int64_t)15;
+    for (int i = 0; i < n; i++) {
+        j.w[i] = w[i], j.x[i] = x[i], j.y[i] = y[i], j.y_stride[i] = y_stride[i];
+        j.chunk[i] = per;
+        j.first[i + 1] = j.first[i] + (int)((w[i]->ne1 + per - 1) / per);
+    }
+    run_tasks(s, j.first[n], mm_multi_task, &j);
+}
+
 int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err)
 {
     if (act_prepare(a, w->type, x, w->ne0, T, (size_t)w->ne0, s->pool, err)) return -1;
-    matmul(w, a, y, (size_t)w->ne1, s->pool);
+    size_t stride = (size_t)w->ne1;
+    const sl_act *xa = a;
+    matmul_multi(s, 1, &w, &xa, &y, &stride);
     if (b) add_bias(y, b, T, w->ne1);
     return 0;
 }
@@ -183,8 +237,8 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     for (int32_t off = 0; off < n; off += UBATCH) {
         int T = n - off < UBATCH ? n - off : UBATCH;
         bool last = off + T == n;
-        int out_from = all ? 0 : (last ? T - 1 : T);
-        float *dst = all ? logits + (size_t)off * hp->n_vocab : logits;
+        int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
+        float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
         if (eval_ubatch(s, tokens + off, T, dst, out_from, err)) return -1;
     }
     return 0;
