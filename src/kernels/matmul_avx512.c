@@ -14,7 +14,8 @@
 
 #include "kernels/kq.h"
 
-#define TT 4 /* tokens per tile */
+#define TT 4  /* tokens per tile */
+#define TB 64 /* tokens per cache block */
 
 /* ---- exact integer transposes ---- */
 
@@ -87,6 +88,13 @@ static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t b
     if (row_bytes == 0) return; /* single-row tail group */
     const char *next = (const char *)rows[0] + 16 * row_bytes;
     for (size_t o = (size_t)b * 16 * bsz; o < (size_t)(b + 1) * 16 * bsz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+}
+
+/* Rows per L2-sized chunk (a multiple of the 16-row group). */
+static inline int64_t row_chunk(const sl_mat *w)
+{
+    int64_t c = (int64_t)(393216 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)15;
+    return c < 16 ? 16 : c;
 }
 
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
@@ -323,12 +331,18 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     default: fn = k_mxfp4; break;
     }
     int64_t nb = w->ne0 / 32;
-    /* row groups outside, token tiles inside: a group's weights stay in cache */
-    for (int64_t r = r0; r < r1; r += 16) {
+    /* blocking: chunks of rows whose weights fit in L2, blocks of TB tokens
+     * whose activations fit in L2, then row groups and token tiles (a
+     * group's weights stay in L1 across tiles) */
+    int64_t chunk = row_chunk(w);
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    for (int64_t tb = 0; tb < x->rows; tb += TB)
+    for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
         int nv = group_rows(w, r, r1, rows);
-        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+        int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
+        for (int64_t t0 = tb; t0 < te; t0 += TT) {
+            int nt = (int)(te - t0 < TT ? te - t0 : TT);
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
@@ -705,11 +719,15 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
     }
     int64_t nb = w->ne0 / 256;
     __m512i s[16 * TT]; /* per-row integer partials of one superblock */
-    for (int64_t r = r0; r < r1; r += 16) {
+    int64_t chunk = row_chunk(w); /* blocking as in rows_q32 */
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    for (int64_t tb = 0; tb < x->rows; tb += TB)
+    for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
         int nv = group_rows(w, r, r1, rows);
-        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
+        int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
+        for (int64_t t0 = tb; t0 < te; t0 += TT) {
+            int nt = (int)(te - t0 < TT ? te - t0 : TT);
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
