@@ -5,7 +5,6 @@
  * 16 canonical lanes as two 8-lane accumulators. */
 #include <immintrin.h>
 #include <math.h>
-#include <stdlib.h>
 
 #include "kernels/kq.h"
 
@@ -33,7 +32,7 @@ static float wval(uint32_t type, const uint8_t *p, int64_t i)
 
 #define FR 4
 
-static inline __attribute__((always_inline)) void float_tile(uint32_t type, const uint8_t *const *rows, const float *xf,
+static inline __attribute__((always_inline)) void float_tile(uint32_t type, const uint8_t *const *rows, const uint8_t *xa,
                                                              int64_t n, float *out)
 {
     __m256 lo[FR], hi[FR];
@@ -41,7 +40,7 @@ static inline __attribute__((always_inline)) void float_tile(uint32_t type, cons
     for (int r = 0; r < FR; r++) lo[r] = hi[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 x0 = _mm256_loadu_ps(xf + i), x1 = _mm256_loadu_ps(xf + i + 8);
+        __m256 x0 = ld8(type, xa, i), x1 = ld8(type, xa, i + 8); /* activations share the weight type */
         #pragma GCC unroll 16
         for (int r = 0; r < FR; r++) {
             lo[r] = _mm256_fmadd_ps(ld8(type, rows[r], i), x0, lo[r]);
@@ -53,15 +52,15 @@ static inline __attribute__((always_inline)) void float_tile(uint32_t type, cons
         float l[16];
         _mm256_storeu_ps(l, lo[r]);
         _mm256_storeu_ps(l + 8, hi[r]);
-        for (int64_t k = i; k < n; k++) l[k & 15] = fmaf(wval(type, rows[r], k), xf[k], l[k & 15]);
+        for (int64_t k = i; k < n; k++) l[k & 15] = fmaf(wval(type, rows[r], k), wval(type, xa, k), l[k & 15]);
         out[r] = kq_tree16(l);
     }
 }
 
 #define FLOAT_KERNEL(NAME, TYPE)                                                                     \
-    static void NAME(const uint8_t *const *rows, const float *xf, int64_t n, float *out)            \
+    static void NAME(const uint8_t *const *rows, const uint8_t *xa, int64_t n, float *out)          \
     {                                                                                                \
-        float_tile(TYPE, rows, xf, n, out);                                                          \
+        float_tile(TYPE, rows, xa, n, out);                                                          \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
@@ -69,20 +68,14 @@ FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
 static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(const uint8_t *const *, const float *, int64_t, float *) =
+    void (*fn)(const uint8_t *const *, const uint8_t *, int64_t, float *) =
         w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
     int64_t n = w->ne0;
-    float *xf = w->type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * (size_t)n);
-    if (w->type != GGML_TYPE_F32 && !xf) return 0;
     for (int64_t t = 0; t < x->rows; t++) {
-        const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-        if (xf)
-            for (int64_t i = 0; i < n; i++) xf[i] = wval(w->type, arow, i);
-        const float *xa = xf ? xf : (const float *)arow;
+        const uint8_t *xa = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
         for (int64_t r = r0; r < r1; r += FR) {
             const uint8_t *rows[FR];
             int nv = (int)(r1 - r < FR ? r1 - r : FR);
-            #pragma GCC unroll 16
             for (int i = 0; i < FR; i++)
                 rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
             float out[FR];
@@ -90,7 +83,6 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
             for (int i = 0; i < nv; i++) y[(size_t)t * y_stride + (size_t)(r + i)] = out[i];
         }
     }
-    free(xf);
     return 1;
 }
 

@@ -767,51 +767,53 @@ static inline __m512 ld_w_tail(uint32_t type, const uint8_t *p, int64_t i, __mma
 #define FT 4 /* tokens per float tile */
 
 /* FR rows x NT tokens, one canonical 16-lane accumulator per element; each
- * weight vector is loaded once and used for NT tokens. */
+ * weight vector is loaded once and used for NT tokens.  Activations are in
+ * the weight's type (F16/BF16 widen exactly), converted as they are loaded,
+ * so a call has no per-token setup. */
 static inline __attribute__((always_inline)) void
-float_tile(uint32_t type, int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out /* [FT][FR] */)
+float_tile(uint32_t type, int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out /* [FT][FR] */)
 {
     __m512 acc[FT][FR];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) acc[t][r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 wv[FR];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) wv[r] = ld_w(type, rows[r], i);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            __m512 xv = _mm512_loadu_ps(xs[t] + i);
-            #pragma GCC unroll 16
+            __m512 xv = ld_w(type, xs[t], i);
+#pragma GCC unroll 16
             for (int r = 0; r < FR; r++) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
         }
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + i);
-            #pragma GCC unroll 16
+            __m512 xv = ld_w_tail(type, xs[t], i, m);
+#pragma GCC unroll 16
             for (int r = 0; r < FR; r++) acc[t][r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[t][r], m);
         }
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(acc[t][r]);
 }
 
-#define FLOAT_KERNEL(NAME, TYPE)                                                                        \
-    static void NAME(int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out) \
-    {                                                                                                   \
-        switch (nt) {                                                                                   \
-        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                           \
-        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                           \
-        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                           \
-        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                          \
-        }                                                                                               \
+#define FLOAT_KERNEL(NAME, TYPE)                                                                          \
+    static void NAME(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out) \
+    {                                                                                                     \
+        switch (nt) {                                                                                     \
+        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                             \
+        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                             \
+        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                             \
+        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                            \
+        }                                                                                                 \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
@@ -819,22 +821,9 @@ FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
 static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(int, const uint8_t *const *, const float *const *, int64_t, float *) =
+    void (*fn)(int, const uint8_t *const *, const uint8_t *const *, int64_t, float *) =
         w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
     int64_t n = w->ne0, T = x->rows;
-    float *xf = NULL;
-    if (w->type != GGML_TYPE_F32) { /* activations to f32 once (exact) */
-        xf = malloc(sizeof(float) * (size_t)(n * T));
-        if (!xf) return 0;
-        for (int64_t t = 0; t < T; t++) {
-            const uint8_t *h = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-            float *o = xf + t * n;
-            int64_t i = 0;
-            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ld_w(w->type, h, i));
-            for (; i < n; i++)
-                o[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(((const uint16_t *)h)[i]) : bf16_to_fp32(((const uint16_t *)h)[i]);
-        }
-    }
     /* chunks of rows whose weights stay in L2 while every token tile passes */
     int64_t chunk = (int64_t)(262144 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)(FR - 1);
     if (chunk < FR) chunk = FR;
@@ -842,25 +831,20 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         for (int64_t t0 = 0; t0 < T; t0 += FT) {
             int nt = (int)(T - t0 < FT ? T - t0 : FT);
-            const float *xs[FT];
-            #pragma GCC unroll 16
-            for (int t = 0; t < nt; t++)
-                xs[t] = xf ? xf + (t0 + t) * n : (const float *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes);
+            const uint8_t *xs[FT];
+            for (int t = 0; t < nt; t++) xs[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->row_bytes;
             for (int64_t r = c0; r < c1; r += FR) {
                 const uint8_t *rows[FR];
                 int nv = (int)(c1 - r < FR ? c1 - r : FR);
-                #pragma GCC unroll 16
                 for (int i = 0; i < FR; i++)
                     rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
                 float out[FT * FR];
                 fn(nt, rows, xs, n, out);
-                #pragma GCC unroll 16
                 for (int t = 0; t < nt; t++)
                     for (int i = 0; i < nv; i++) y[(size_t)(t0 + t) * y_stride + (size_t)(r + i)] = out[t * FR + i];
             }
         }
     }
-    free(xf);
     return 1;
 }
 
