@@ -235,7 +235,7 @@ static void tmat_make(tmat *tm, uint32_t type, int64_t n, int64_t rows, int edge
     tm->type = type, tm->n = n, tm->rows = rows;
     tm->data = malloc(rb * (size_t)rows + 64);
     fill_weights(type, tm->data, rb * (size_t)rows, edges);
-    tm->m = (sl_mat){type, n, rows, rb, tm->data};
+    tm->m = (sl_mat){type, n, rows, rb, tm->data, SL_ORDER_SGEMM};
 }
 
 /* ---- fp16 / bf16 ---- */
@@ -639,7 +639,7 @@ static void test_round_trip(void)
                 double e = enc_block(t, x + b * ti->blck_size, row + b * ti->type_size);
                 for (uint32_t i = 0; i < ti->blck_size; i++) bound[b * ti->blck_size + i] = e;
             }
-            sl_mat m = {t, n, 1, ggml_row_bytes(t, n), row};
+            sl_mat m = {t, n, 1, ggml_row_bytes(t, n), row, SL_ORDER_SGEMM};
             mat_get_row(&m, 0, out);
             for (int64_t i = 0; i < n; i++)
                 if (!(fabs(out[i] - x[i]) <= bound[i])) {
@@ -743,14 +743,17 @@ static void test_bit_identity(void)
 {
     sl_isa max = kernels_isa_detected();
     sl_pool *p2 = pool_create(2), *p3 = pool_create(3);
-    for (size_t k = 0; k < NQ + 3; k++) {
-        uint32_t t = k < NQ ? QTYPES[k] : FTYPES[k - NQ];
+    for (size_t k = 0; k < NQ + 5; k++) {
+        uint32_t t = k < NQ ? QTYPES[k] : k < NQ + 3 ? FTYPES[k - NQ] : k == NQ + 3 ? GGML_TYPE_F16 : GGML_TYPE_BF16;
+        int vd = k >= NQ + 3;
         char name[128];
-        snprintf(name, sizeof name, "bit identity %s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t));
+        snprintf(name, sizeof name, "bit identity %s%s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t),
+                 vd ? " (vec_dot order)" : "");
         t_begin(name);
         const int64_t n = k < NQ ? 768 : 779 /* float rows need not be multiples of 16 */, rows = 83, T = 64;
         tmat tm;
         tmat_make(&tm, t, n, rows, 0);
+        tm.m.order = vd ? SL_ORDER_VEC_DOT : SL_ORDER_SGEMM;
         float *x = malloc(sizeof(float) * (size_t)(n * T));
         rand_acts(x, n * T, 1);
         sl_act a = {0}, a1 = {0};

@@ -433,7 +433,12 @@ static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stri
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     switch (w->type) {
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+    case GGML_TYPE_BF16: /* dpbf16 orders: scalar emulation (AVX-512 has its own) */
+        return 0;
+    case GGML_TYPE_F16:
+        if (w->order == SL_ORDER_VEC_DOT) return 0;
+        return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_F32:
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:

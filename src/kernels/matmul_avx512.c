@@ -848,6 +848,104 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
     return 1;
 }
 
+/* ---- ggml's other float orders ---- */
+
+/* F16, ggml vec_dot order: 4 accumulators x 16 lanes over 64-element steps. */
+static float f16_vd_dot(const uint16_t *x, const uint16_t *y, int64_t n)
+{
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t np = n & ~(int64_t)63, i = 0;
+    for (; i < np; i += 64)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * j))),
+                                   _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 16 * j))), s[j]);
+    __m512 l = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+    double sum = (double)hsum_tree16(l);
+    for (; i < n; i++) sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    return (float)sum;
+}
+
+static int rows_f16_vd(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    for (int64_t t = 0; t < x->rows; t++) {
+        const uint16_t *xa = (const uint16_t *)((const char *)x->data + (size_t)t * x->row_bytes);
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)t * y_stride + (size_t)r] =
+                f16_vd_dot((const uint16_t *)((const char *)w->data + (size_t)r * w->row_bytes), xa, w->ne0);
+    }
+    return 1;
+}
+
+/* VDPBF16PS emulated with FMAs (bit-exact, and independent of the CPU having
+ * AVX512_BF16): inputs with a zero exponent count as signed zero, each lane
+ * adds its odd product then its even one, results with a zero exponent flush
+ * to signed zero. */
+static inline __m512 daz_ftz(__m512 v)
+{
+    __mmask16 normal = _mm512_test_epi32_mask(_mm512_castps_si512(v), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), normal, v);
+}
+
+/* 32 bf16 values (masked to the first m) as even and odd f32 lanes, DAZ. */
+static inline void bf16_split(const uint16_t *p, __mmask32 m, __m512 *ev, __m512 *od)
+{
+    __m512i v = _mm512_maskz_loadu_epi16(m, p);
+    *ev = daz_ftz(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    *od = daz_ftz(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u))));
+}
+
+static inline __m512 dpbf16(__m512 acc, __m512 xe, __m512 xo, __m512 ye, __m512 yo)
+{
+    acc = daz_ftz(_mm512_fmadd_ps(xo, yo, acc));
+    return daz_ftz(_mm512_fmadd_ps(xe, ye, acc));
+}
+
+static inline __mmask32 mask32(int64_t left)
+{
+    return left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
+}
+
+static float bf16_dot(const uint16_t *x, const uint16_t *y, int64_t n, int vd)
+{
+    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps(), xe, xo, ye, yo;
+    int64_t i = 0;
+    if (!vd) { /* sgemm: one accumulator, every 32-element step, zero padding */
+        for (; i < n; i += 32) {
+            __mmask32 m = mask32(n - i);
+            bf16_split(x + i, m, &xe, &xo);
+            bf16_split(y + i, m, &ye, &yo);
+            c1 = dpbf16(c1, xe, xo, ye, yo);
+        }
+        return hsum_tree16(c1);
+    }
+    for (; i + 64 <= n; i += 64) {
+        bf16_split(x + i, 0xffffffffu, &xe, &xo);
+        bf16_split(y + i, 0xffffffffu, &ye, &yo);
+        c1 = dpbf16(c1, xe, xo, ye, yo);
+        bf16_split(x + i + 32, 0xffffffffu, &xe, &xo);
+        bf16_split(y + i + 32, 0xffffffffu, &ye, &yo);
+        c2 = dpbf16(c2, xe, xo, ye, yo);
+    }
+    double sum = 0.0;
+    sum += (double)hsum_tree16(c1);
+    sum += (double)hsum_tree16(c2);
+    for (; i < n; i++) sum += (double)(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+static int rows_bf16(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    int vd = w->order == SL_ORDER_VEC_DOT;
+    for (int64_t t = 0; t < x->rows; t++) {
+        const uint16_t *xa = (const uint16_t *)((const char *)x->data + (size_t)t * x->row_bytes);
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)t * y_stride + (size_t)r] =
+                bf16_dot((const uint16_t *)((const char *)w->data + (size_t)r * w->row_bytes), xa, w->ne0, vd);
+    }
+    return 1;
+}
+
 int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     switch (w->type) {
@@ -857,7 +955,12 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
     case GGML_TYPE_IQ4_XS:
         return rows_k(w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+    case GGML_TYPE_F16:
+        if (w->order == SL_ORDER_VEC_DOT) return rows_f16_vd(w, x, y, y_stride, r0, r1);
+        return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_BF16:
+        return rows_bf16(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_F32:
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
         return 0;
