@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kq.h"
 #include "t.h"
 
 /* ---- deterministic random numbers ---- */
@@ -792,6 +793,12 @@ static void test_bit_identity(void)
                     kernels_isa_name((sl_isa)isa));
             pool_destroy(pi);
         }
+        if (t == GGML_TYPE_BF16 && max >= SL_ISA_AVX512) /* the FMA emulation of VDPBF16PS, on any AVX-512 CPU */
+            for (int insn = 0; insn <= kq_cpu_has_avx512bf16(); insn++) {
+                memset(y, 0xff, ysz);
+                kq_rows_bf16_avx512(&tm.m, &a, y, (size_t)rows, 0, rows, insn);
+                T_CHECK(memcmp(y, ref, ysz) == 0, "bf16 %s differs from scalar", insn ? "vdpbf16ps" : "emulation");
+            }
         sl_pool *pools[2] = {p2, p3};
         for (int pi = 0; pi < 2; pi++) {
             memset(y, 0xff, ysz);

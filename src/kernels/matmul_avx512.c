@@ -817,14 +817,13 @@ float_tile(uint32_t type, int nt, const uint8_t *const *rows, const uint8_t *con
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
-FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
-static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out);
+
+/* Row chunks that stay in L2, token tiles of FT, row tiles of FR. */
+static int rows_tiled(tile_fn fn, const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(int, const uint8_t *const *, const uint8_t *const *, int64_t, float *) =
-        w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
     int64_t n = w->ne0, T = x->rows;
-    /* chunks of rows whose weights stay in L2 while every token tile passes */
     int64_t chunk = (int64_t)(262144 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)(FR - 1);
     if (chunk < FR) chunk = FR;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
@@ -846,6 +845,11 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
         }
     }
     return 1;
+}
+
+static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    return rows_tiled(w->type == GGML_TYPE_F32 ? k_f32 : k_f16, w, x, y, y_stride, r0, r1);
 }
 
 /* ---- ggml's other float orders ---- */
@@ -906,44 +910,89 @@ static inline __mmask32 mask32(int64_t left)
     return left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
 }
 
-static float bf16_dot(const uint16_t *x, const uint16_t *y, int64_t n, int vd)
+/* One dpbf16 step: the instruction when the CPU has it, else its emulation
+ * (both give the scalar path's bits; the oracle test checks the instruction
+ * against ggml). */
+static inline __m512 dp_step(int insn, __m512 acc, const uint16_t *w, const uint16_t *x, __mmask32 m)
 {
-    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps(), xe, xo, ye, yo;
-    int64_t i = 0;
-    if (!vd) { /* sgemm: one accumulator, every 32-element step, zero padding */
-        for (; i < n; i += 32) {
-            __mmask32 m = mask32(n - i);
-            bf16_split(x + i, m, &xe, &xo);
-            bf16_split(y + i, m, &ye, &yo);
-            c1 = dpbf16(c1, xe, xo, ye, yo);
-        }
-        return hsum_tree16(c1);
-    }
-    for (; i + 64 <= n; i += 64) {
-        bf16_split(x + i, 0xffffffffu, &xe, &xo);
-        bf16_split(y + i, 0xffffffffu, &ye, &yo);
-        c1 = dpbf16(c1, xe, xo, ye, yo);
-        bf16_split(x + i + 32, 0xffffffffu, &xe, &xo);
-        bf16_split(y + i + 32, 0xffffffffu, &ye, &yo);
-        c2 = dpbf16(c2, xe, xo, ye, yo);
-    }
-    double sum = 0.0;
-    sum += (double)hsum_tree16(c1);
-    sum += (double)hsum_tree16(c2);
-    for (; i < n; i++) sum += (double)(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
-    return (float)sum;
+    if (insn)
+        return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(m, w), (__m512bh)_mm512_maskz_loadu_epi16(m, x));
+    __m512 we, wo, xe, xo;
+    bf16_split(w, m, &we, &wo);
+    bf16_split(x, m, &xe, &xo);
+    return dpbf16(acc, we, wo, xe, xo);
 }
 
-static int rows_bf16(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+/* FR rows x NT tokens of BF16 in sgemm order (one accumulator per element,
+ * 32-element steps, zero padding) or vec_dot order (two accumulators over
+ * 64-element steps, double tail). */
+static inline __attribute__((always_inline)) void
+bf16_tile(int insn, int vd, int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out)
+{
+    __m512 c1[FT][FR], c2[FT][FR];
+#pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) c1[t][r] = c2[t][r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    if (!vd) {
+        for (; i < n; i += 32) {
+            __mmask32 m = mask32(n - i);
+#pragma GCC unroll 16
+            for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+                for (int r = 0; r < FR; r++)
+                    c1[t][r] = dp_step(insn, c1[t][r], (const uint16_t *)rows[r] + i, (const uint16_t *)xs[t] + i, m);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(c1[t][r]);
+        return;
+    }
+    for (; i + 64 <= n; i += 64)
+#pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) {
+                const uint16_t *w = (const uint16_t *)rows[r] + i, *x = (const uint16_t *)xs[t] + i;
+                c1[t][r] = dp_step(insn, c1[t][r], w, x, 0xffffffffu);
+                c2[t][r] = dp_step(insn, c2[t][r], w + 32, x + 32, 0xffffffffu);
+            }
+#pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) {
+            double sum = 0.0;
+            sum += (double)hsum_tree16(c1[t][r]);
+            sum += (double)hsum_tree16(c2[t][r]);
+            const uint16_t *w = (const uint16_t *)rows[r], *x = (const uint16_t *)xs[t];
+            for (int64_t k = i; k < n; k++) sum += (double)(bf16_to_fp32(w[k]) * bf16_to_fp32(x[k]));
+            out[t * FR + r] = (float)sum;
+        }
+}
+
+#define BF16_KERNEL(NAME, INSN, VD)                                                                       \
+    static void NAME(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out) \
+    {                                                                                                     \
+        switch (nt) {                                                                                     \
+        case 1: bf16_tile(INSN, VD, 1, rows, xs, n, out); break;                                          \
+        case 2: bf16_tile(INSN, VD, 2, rows, xs, n, out); break;                                          \
+        case 3: bf16_tile(INSN, VD, 3, rows, xs, n, out); break;                                          \
+        default: bf16_tile(INSN, VD, 4, rows, xs, n, out); break;                                         \
+        }                                                                                                 \
+    }
+BF16_KERNEL(k_bf16_sg_i, 1, 0)
+BF16_KERNEL(k_bf16_vd_i, 1, 1)
+BF16_KERNEL(k_bf16_sg_e, 0, 0)
+BF16_KERNEL(k_bf16_vd_e, 0, 1)
+
+int kq_rows_bf16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1, int insn)
 {
     int vd = w->order == SL_ORDER_VEC_DOT;
-    for (int64_t t = 0; t < x->rows; t++) {
-        const uint16_t *xa = (const uint16_t *)((const char *)x->data + (size_t)t * x->row_bytes);
-        for (int64_t r = r0; r < r1; r++)
-            y[(size_t)t * y_stride + (size_t)r] =
-                bf16_dot((const uint16_t *)((const char *)w->data + (size_t)r * w->row_bytes), xa, w->ne0, vd);
-    }
-    return 1;
+    void (*fn)(int, const uint8_t *const *, const uint8_t *const *, int64_t, float *) =
+        insn ? (vd ? k_bf16_vd_i : k_bf16_sg_i) : (vd ? k_bf16_vd_e : k_bf16_sg_e);
+    return rows_tiled(fn, w, x, y, y_stride, r0, r1);
 }
 
 int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
@@ -959,7 +1008,7 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
         if (w->order == SL_ORDER_VEC_DOT) return rows_f16_vd(w, x, y, y_stride, r0, r1);
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_BF16:
-        return rows_bf16(w, x, y, y_stride, r0, r1);
+        return kq_rows_bf16_avx512(w, x, y, y_stride, r0, r1, kq_cpu_has_avx512bf16());
     case GGML_TYPE_F32:
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
