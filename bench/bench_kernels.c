@@ -4,8 +4,10 @@
  * than the last-level cache so decode numbers are memory-bound.
  *
  *   build/bench_kernels [-t THREADS] [-w WORKSET_MB] [-q] [-a] [types...]
- * -q skips the 151936x2048 output matrix, -a also runs the AVX2 path.
+ * -q skips the 151936x2048 output matrix, -a also runs the AVX2 path, -g
+ * also times ggml's vec_dot from ../llama.cpp/build/bin (or $SLUICE_GGML_LIB).
  * Prints one line per measurement; medians of several repetitions. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +129,60 @@ static double memcpy_bw(uint8_t *dst, const uint8_t *src, size_t bytes)
     return best(v, 5);
 }
 
+/* Optional reference: ggml's own vec_dot (what llama.cpp runs per row for
+ * the weight types it does not repack), loaded from a llama.cpp build. */
+typedef void (*vec_dot_t)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+struct ggml_traits_cpu {
+    void (*from_float)(const float *, void *, int64_t);
+    vec_dot_t vec_dot;
+    int vec_dot_type;
+    int64_t nrows;
+};
+
+static vec_dot_t ggml_vec_dot(uint32_t type)
+{
+    static void *h;
+    if (!h) {
+        const char *path = getenv("SLUICE_GGML_LIB");
+        h = dlopen(path && *path ? path : "../llama.cpp/build/bin/libggml-cpu.so", RTLD_NOW | RTLD_LOCAL);
+        if (!h) return NULL;
+        void (*init)(void) = (void (*)(void))dlsym(h, "ggml_cpu_init");
+        if (init) init();
+    }
+    const struct ggml_traits_cpu *(*get)(int) = (const struct ggml_traits_cpu *(*)(int))dlsym(h, "ggml_get_type_traits_cpu");
+    return get ? get((int)type)->vec_dot : NULL;
+}
+
+static void bench_ggml_decode(uint32_t type, int64_t n, int64_t rows, size_t workset, int reps)
+{
+    vec_dot_t vd = ggml_vec_dot(type);
+    if (!vd) return;
+    size_t rb = ggml_row_bytes(type, (uint64_t)n), mb = rb * (size_t)rows;
+    int nm = (int)(workset / mb);
+    if (nm < 1) nm = 1;
+    uint8_t *w = malloc(mb * (size_t)nm);
+    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)rows);
+    fill(type, w, mb * (size_t)nm);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(rnd() % 2000) * 1e-3f - 1.0f;
+    sl_act a = {0};
+    sl_err err;
+    act_prepare(&a, type, x, n, 1, (size_t)n, NULL, &err);
+    int iters = nm < 16 ? 16 : nm;
+    double *v = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        double t = now();
+        for (int k = 0; k < iters; k++) {
+            const uint8_t *m = w + (size_t)(k % nm) * mb;
+            for (int64_t i = 0; i < rows; i++) vd((int)n, y + i, 0, m + (size_t)i * rb, 0, a.data, 0, 1);
+        }
+        v[r] = (double)mb * iters / (now() - t) / 1e9;
+    }
+    printf("ggml    %-7s %6lldx%-5lld vec_dot thr=1 %s %7.2f GB/s best, %7.2f median\n", ggml_type_name(type),
+           (long long)rows, (long long)n, nm == 1 ? "hot " : "cold", best(v, reps), median(v, reps));
+    free(v), free(w), free(x), free(y);
+    act_free(&a);
+}
+
 /* Decode: y = W x for successive matrices of a working set (cold weights). */
 static void bench_decode(uint32_t type, int64_t n, int64_t rows, size_t workset, sl_pool *pool, int reps)
 {
@@ -150,7 +206,7 @@ static void bench_decode(uint32_t type, int64_t n, int64_t rows, size_t workset,
     for (int r = 0; r < reps; r++) {
         double t = now();
         for (int k = 0; k < iters; k++) {
-            sl_mat m = {type, n, rows, rb, w + (size_t)(k % nm) * mb};
+            sl_mat m = {type, n, rows, rb, w + (size_t)(k % nm) * mb, SL_ORDER_SGEMM};
             matmul(&m, &a, y, (size_t)rows, pool);
         }
         v[r] = (double)mb * iters / (now() - t) / 1e9;
@@ -173,7 +229,7 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
     for (int64_t i = 0; i < n * T; i++) x[i] = (float)(rnd() % 2000) * 1e-3f - 1.0f;
     sl_act a = {0};
     sl_err err;
-    sl_mat m = {type, n, rows, rb, w};
+    sl_mat m = {type, n, rows, rb, w, SL_ORDER_SGEMM};
     double *v = malloc(sizeof(double) * (size_t)reps), *va = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         double t = now();
@@ -193,7 +249,7 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
 
 int main(int argc, char **argv)
 {
-    int max_threads = cpu_physical_cores(), quick = 0, all_isa = 0;
+    int max_threads = cpu_physical_cores(), quick = 0, all_isa = 0, vs_ggml = 0;
     size_t workset = (size_t)1024 << 20;
     const char *types[32];
     int ntypes = 0;
@@ -202,6 +258,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-w") && i + 1 < argc) workset = (size_t)atol(argv[++i]) << 20;
         else if (!strcmp(argv[i], "-q")) quick = 1;
         else if (!strcmp(argv[i], "-a")) all_isa = 1;
+        else if (!strcmp(argv[i], "-g")) vs_ggml = 1;
         else if (ntypes < 32) types[ntypes++] = argv[i];
     }
     if (!ntypes) types[0] = "q4_K", types[1] = "q8_0", types[2] = "q6_K", types[3] = "f16", ntypes = 4;
@@ -225,6 +282,10 @@ int main(int argc, char **argv)
         if (type < 0 || !kernels_supports((uint32_t)type)) {
             printf("skip %s: unsupported\n", types[k]);
             continue;
+        }
+        if (vs_ggml) {
+            bench_ggml_decode((uint32_t)type, 2048, 512, 1, 9);
+            bench_ggml_decode((uint32_t)type, 2048, 768, workset, 5);
         }
         for (int th = 1; th <= max_threads; th++) {
             sl_pool *p = pool_create(th);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kq.h"
 #include "t.h"
 
 /* ---- deterministic random numbers ---- */
@@ -235,7 +236,7 @@ static void tmat_make(tmat *tm, uint32_t type, int64_t n, int64_t rows, int edge
     tm->type = type, tm->n = n, tm->rows = rows;
     tm->data = malloc(rb * (size_t)rows + 64);
     fill_weights(type, tm->data, rb * (size_t)rows, edges);
-    tm->m = (sl_mat){type, n, rows, rb, tm->data};
+    tm->m = (sl_mat){type, n, rows, rb, tm->data, SL_ORDER_SGEMM};
 }
 
 /* ---- fp16 / bf16 ---- */
@@ -451,6 +452,208 @@ static void test_unsupported(void)
     t_end();
 }
 
+
+/* ---- round trip: test-side quantisers -> mat_get_row ---- */
+
+static uint16_t h16(double v) { return fp32_to_fp16((float)v); }
+static uint16_t h16_up(double v) /* v >= 0: the fp16 value at or above v, so scale codes never clamp */
+{
+    uint16_t h = h16(v);
+    return h2d(h) < v ? (uint16_t)(h + 1) : h;
+}
+static long clampl(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Encodes one block of type T from x (block_size floats); returns the
+ * worst-case reconstruction error the encoding allows. */
+static double enc_block(uint32_t t, const float *x, uint8_t *b)
+{
+    double amax = 0, mn = 1e30, mx = -1e30, err = 0;
+    int bs = (int)ggml_type_get(t)->blck_size;
+    for (int i = 0; i < bs; i++) amax = fmax(amax, fabs(x[i])), mn = fmin(mn, x[i]), mx = fmax(mx, x[i]);
+    memset(b, 0, ggml_type_get(t)->type_size);
+    switch (t) {
+    case GGML_TYPE_Q8_0: {
+        uint16_t dh = h16(amax / 127);
+        double d = h2d(dh);
+        wr16(b, dh);
+        for (int i = 0; i < 32; i++) b[2 + i] = (uint8_t)(int8_t)clampl(d ? lrint(x[i] / d) : 0, -127, 127);
+        return d * 0.5 + 1e-6 * amax;
+    }
+    case GGML_TYPE_Q4_0: {
+        double m = 0;
+        for (int i = 0; i < 32; i++) if (fabs(x[i]) > fabs(m)) m = x[i];
+        uint16_t dh = h16(m / -8);
+        double d = h2d(dh);
+        wr16(b, dh);
+        for (int i = 0; i < 32; i++) {
+            long q = clampl(d ? lrint(x[i] / d) + 8 : 8, 0, 15);
+            b[2 + i % 16] |= (uint8_t)(q << (i < 16 ? 0 : 4));
+        }
+        return fabs(d) * 1.0001 + 1e-6 * amax;
+    }
+    case GGML_TYPE_Q5_1: {
+        uint16_t dh = h16((mx - mn) / 31), mh = h16(mn);
+        double d = h2d(dh), m = h2d(mh);
+        wr16(b, dh), wr16(b + 2, mh);
+        uint32_t qh = 0;
+        for (int i = 0; i < 32; i++) {
+            long q = clampl(d ? lrint((x[i] - m) / d) : 0, 0, 31);
+            b[8 + i % 16] |= (uint8_t)((q & 15) << (i < 16 ? 0 : 4));
+            qh |= (uint32_t)(q >> 4) << i;
+        }
+        memcpy(b + 4, &qh, 4);
+        return d * 0.5001 + fabs(m - mn) + 1e-6 * amax;
+    }
+    case GGML_TYPE_Q4_K: {
+        double sc[8], mi[8], smax = 0, mmax = 0;
+        for (int j = 0; j < 8; j++) {
+            double lo = 0, hi = 0;
+            for (int l = 0; l < 32; l++) lo = fmin(lo, x[32 * j + l]), hi = fmax(hi, x[32 * j + l]);
+            sc[j] = (hi - lo) / 15, mi[j] = -lo;
+            smax = fmax(smax, sc[j]), mmax = fmax(mmax, mi[j]);
+        }
+        uint16_t dh = h16_up(smax / 63), mh = h16_up(mmax / 63);
+        double d = h2d(dh), dm = h2d(mh);
+        wr16(b, dh), wr16(b + 2, mh);
+        int S[8], M[8];
+        for (int j = 0; j < 8; j++) {
+            S[j] = (int)clampl(d ? lrint(ceil(sc[j] / d * 64) / 64) : 0, 0, 63); /* round up: keep the range */
+            if (S[j] * d < sc[j]) S[j] = (int)clampl(S[j] + 1, 0, 63);
+            M[j] = (int)clampl(dm ? lrint(ceil(mi[j] / dm)) : 0, 0, 63);
+        }
+        uint8_t *q6 = b + 4;
+        for (int j = 0; j < 4; j++) {
+            q6[j] = (uint8_t)((S[j] & 63) | ((S[j + 4] >> 4) << 6));
+            q6[j + 4] = (uint8_t)((M[j] & 63) | ((M[j + 4] >> 4) << 6));
+            q6[j + 8] = (uint8_t)((S[j + 4] & 15) | ((M[j + 4] & 15) << 4));
+        }
+        for (int j = 0; j < 8; j++) {
+            double step = d * S[j], off = dm * M[j];
+            for (int l = 0; l < 32; l++) {
+                long q = clampl(step ? lrint((x[32 * j + l] + off) / step) : 0, 0, 15);
+                b[16 + 32 * (j / 2) + l] |= (uint8_t)(q << (4 * (j % 2)));
+            }
+            err = fmax(err, step * 0.5 + fabs(off - mi[j]) + 1e-6 * amax);
+        }
+        return err * 1.0001;
+    }
+    case GGML_TYPE_Q6_K: {
+        double gs[16], gmax = 0;
+        for (int g = 0; g < 16; g++) {
+            double a = 0;
+            for (int l = 0; l < 16; l++) a = fmax(a, fabs(x[16 * g + l]));
+            gs[g] = a / 31, gmax = fmax(gmax, gs[g]);
+        }
+        uint16_t dh = h16_up(gmax / 127);
+        double d = h2d(dh);
+        wr16(b + 208, dh);
+        for (int g = 0; g < 16; g++) {
+            long sc = clampl(d ? (long)ceil(gs[g] / d) : 0, 0, 127);
+            b[192 + g] = (uint8_t)(int8_t)sc;
+            double step = d * (double)sc;
+            for (int l = 0; l < 16; l++) {
+                int i = 16 * g + l, c = i / 128, r = i % 128, k = r / 32, ll = r % 32;
+                long q = clampl(step ? lrint(x[i] / step) : 0, -32, 31) + 32;
+                b[64 * c + 32 * (k & 1) + ll] |= (uint8_t)((q & 15) << (4 * (k / 2)));
+                b[128 + 32 * c + ll] |= (uint8_t)((q >> 4) << (2 * k));
+            }
+            err = fmax(err, step * 0.5 + 1e-6 * amax);
+        }
+        return err * 1.0001;
+    }
+    case GGML_TYPE_Q3_K: {
+        double gs[16], gmax = 0;
+        for (int g = 0; g < 16; g++) {
+            double a = 0;
+            for (int l = 0; l < 16; l++) a = fmax(a, fabs(x[16 * g + l]));
+            gs[g] = a / 3, gmax = fmax(gmax, gs[g]);
+        }
+        uint16_t dh = h16_up(gmax / 31);
+        double d = h2d(dh);
+        wr16(b + 108, dh);
+        for (int g = 0; g < 16; g++) {
+            long sc = clampl(d ? (long)ceil(gs[g] / d) : 0, 0, 31); /* stored as sc + 32 */
+            int s6 = (int)sc + 32;
+            if (g < 8) b[96 + g] |= (uint8_t)(s6 & 15);
+            else b[96 + g - 8] |= (uint8_t)((s6 & 15) << 4);
+            b[104 + g % 4] |= (uint8_t)((s6 >> 4) << (2 * (g / 4)));
+            double step = d * (double)sc;
+            for (int l = 0; l < 16; l++) {
+                int i = 16 * g + l, n = i / 128, j = (i % 128) / 32, ll = i % 32;
+                long q = clampl(step ? lrint(x[i] / step) : 0, -4, 3);
+                long q2 = q >= 0 ? q : q + 4;
+                b[32 + 32 * n + ll] |= (uint8_t)(q2 << (2 * j));
+                if (q >= 0) b[ll] |= (uint8_t)(1 << (4 * n + j));
+            }
+            err = fmax(err, step * 0.5 + 1e-6 * amax);
+        }
+        return err * 1.0001;
+    }
+    default: /* IQ4_XS: nearest codebook value per element */ {
+        double ss[8], smax = 0;
+        for (int j = 0; j < 8; j++) {
+            double a = 0;
+            for (int l = 0; l < 32; l++) a = fmax(a, fabs(x[32 * j + l]));
+            ss[j] = a / 127, smax = fmax(smax, ss[j]);
+        }
+        uint16_t dh = h16_up(smax / 31);
+        double d = h2d(dh);
+        wr16(b, dh);
+        uint16_t sh = 0;
+        for (int j = 0; j < 8; j++) {
+            long ls = clampl(d ? (long)ceil(ss[j] / d) : 0, 0, 31) + 32;
+            b[4 + j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            sh |= (uint16_t)((ls >> 4) << (2 * j));
+            double step = d * (double)(ls - 32);
+            for (int l = 0; l < 32; l++) {
+                int best = 0;
+                for (int k = 1; k < 16; k++)
+                    if (fabs(KV4NL[k] * step - x[32 * j + l]) < fabs(KV4NL[best] * step - x[32 * j + l])) best = k;
+                b[8 + 16 * j + l % 16] |= (uint8_t)(best << (l < 16 ? 0 : 4));
+            }
+            err = fmax(err, step * 14.0001 + 1e-6 * amax); /* 127 - 113 at the positive end */
+        }
+        wr16(b + 2, sh);
+        return err;
+    }
+    }
+}
+
+static void test_round_trip(void)
+{
+    static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
+                                     GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        uint32_t t = types[k];
+        char name[96];
+        snprintf(name, sizeof name, "round trip %s: test-side encoder -> mat_get_row within the encoding's error", ggml_type_name(t));
+        t_begin(name);
+        const int64_t n = 1024;
+        const ggml_type_info *ti = ggml_type_get(t);
+        float x[1024], out[1024];
+        uint8_t *row = malloc(ggml_row_bytes(t, n));
+        for (int rep = 0; rep < 20; rep++) {
+            rand_acts(x, n, rep & 1);
+            if (rep == 3) memset(x, 0, sizeof x);
+            double bound[1024];
+            for (int64_t b = 0; b < n / (int64_t)ti->blck_size; b++) {
+                double e = enc_block(t, x + b * ti->blck_size, row + b * ti->type_size);
+                for (uint32_t i = 0; i < ti->blck_size; i++) bound[b * ti->blck_size + i] = e;
+            }
+            sl_mat m = {t, n, 1, ggml_row_bytes(t, n), row, SL_ORDER_SGEMM};
+            mat_get_row(&m, 0, out);
+            for (int64_t i = 0; i < n; i++)
+                if (!(fabs(out[i] - x[i]) <= bound[i])) {
+                    T_CHECK(0, "rep %d elem %lld: %g vs %g (bound %g)", rep, (long long)i, out[i], x[i], bound[i]);
+                    rep = 99;
+                    break;
+                }
+        }
+        free(row);
+        t_end();
+    }
+}
+
 /* ---- decoding and products against the double reference ---- */
 
 static void test_get_row(void)
@@ -541,14 +744,17 @@ static void test_bit_identity(void)
 {
     sl_isa max = kernels_isa_detected();
     sl_pool *p2 = pool_create(2), *p3 = pool_create(3);
-    for (size_t k = 0; k < NQ + 3; k++) {
-        uint32_t t = k < NQ ? QTYPES[k] : FTYPES[k - NQ];
+    for (size_t k = 0; k < NQ + 5; k++) {
+        uint32_t t = k < NQ ? QTYPES[k] : k < NQ + 3 ? FTYPES[k - NQ] : k == NQ + 3 ? GGML_TYPE_F16 : GGML_TYPE_BF16;
+        int vd = k >= NQ + 3;
         char name[128];
-        snprintf(name, sizeof name, "bit identity %s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t));
+        snprintf(name, sizeof name, "bit identity %s%s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t),
+                 vd ? " (vec_dot order)" : "");
         t_begin(name);
         const int64_t n = k < NQ ? 768 : 779 /* float rows need not be multiples of 16 */, rows = 83, T = 64;
         tmat tm;
         tmat_make(&tm, t, n, rows, 0);
+        tm.m.order = vd ? SL_ORDER_VEC_DOT : SL_ORDER_SGEMM;
         float *x = malloc(sizeof(float) * (size_t)(n * T));
         rand_acts(x, n * T, 1);
         sl_act a = {0}, a1 = {0};
@@ -587,6 +793,12 @@ static void test_bit_identity(void)
                     kernels_isa_name((sl_isa)isa));
             pool_destroy(pi);
         }
+        if (t == GGML_TYPE_BF16 && max >= SL_ISA_AVX512) /* the FMA emulation of VDPBF16PS, on any AVX-512 CPU */
+            for (int insn = 0; insn <= kq_cpu_has_avx512bf16(); insn++) {
+                memset(y, 0xff, ysz);
+                kq_rows_bf16_avx512(&tm.m, &a, y, (size_t)rows, 0, rows, insn);
+                T_CHECK(memcmp(y, ref, ysz) == 0, "bf16 %s differs from scalar", insn ? "vdpbf16ps" : "emulation");
+            }
         sl_pool *pools[2] = {p2, p3};
         for (int pi = 0; pi < 2; pi++) {
             memset(y, 0xff, ysz);
@@ -730,6 +942,7 @@ int main(void)
     test_act_q8();
     test_unsupported();
     test_get_row();
+    test_round_trip();
     test_dot_vs_reference();
     test_bit_identity();
     test_matmul_many();

@@ -134,7 +134,7 @@ static void test_weights(void)
         uint8_t *w = malloc(rb * rows);
         for (int64_t i = 0; i < n * rows; i++) src[i] = rndf() * 0.05f * (float)(1 + (i / n) % 4);
         G.quantize_chunk((int)t, src, w, 0, rows, n, NULL);
-        sl_mat m = {t, n, rows, rb, w};
+        sl_mat m = {t, n, rows, rb, w, SL_ORDER_SGEMM};
         for (int64_t r = 0; r < rows; r++) {
             mat_get_row(&m, r, out);
             if (G.base((int)t)->to_float)
@@ -162,6 +162,15 @@ static void test_weights(void)
              * fp16 (GGML_F16x32_FMA = _mm512_fmadd_ph); sluice keeps f32 lanes. */
             double tol = t == GGML_TYPE_F16 ? 2e-3 * mag : 2e-6 * mag;
             T_CHECK(fabs(s - y[r]) <= tol + 1e-30, "row %lld: %.9g vs ggml %.9g", (long long)r, y[r], s);
+        }
+        if (t == GGML_TYPE_BF16) { /* the vec_dot order is ggml's vec_dot_bf16, bit for bit */
+            m.order = SL_ORDER_VEC_DOT;
+            matmul(&m, &a, y, rows, NULL);
+            for (int64_t r = 0; r < rows; r++) {
+                float sg = 0;
+                G.cpu((int)t)->vec_dot((int)n, &sg, 0, w + r * rb, 0, a.data, 0, 1);
+                T_CHECK(memcmp(&sg, &y[r], 4) == 0, "bf16 vec_dot order row %lld: %.9g vs ggml %.9g", (long long)r, y[r], sg);
+            }
         }
         act_free(&a);
         free(w);

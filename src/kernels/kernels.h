@@ -26,12 +26,19 @@
 #include "kernels/pool.h"
 #include "util/err.h"
 
+/* Which of llama.cpp's float summation orders F16/BF16 weights follow
+ * (docs/KERNELS.md): its dense products (llamafile sgemm) or its per-row
+ * vec_dot, which mul_mat_id uses for MoE experts.  Quantised types and F32
+ * ignore it. */
+enum { SL_ORDER_SGEMM = 0, SL_ORDER_VEC_DOT = 1 };
+
 /* A weight matrix in GGUF layout: ne1 rows of ne0 elements, rows row_bytes apart. */
 typedef struct {
     uint32_t type;    /* ggml_type */
     int64_t ne0, ne1; /* in-features (row length), out-features (row count) */
     size_t row_bytes;
     const void *data;
+    uint8_t order;    /* SL_ORDER_*; zero (sgemm) unless set */
 } sl_mat;
 
 /* Activation rows converted to the vec_dot_type of some weight type. */

@@ -91,6 +91,13 @@ void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 
+/* BF16 rows on AVX-512 with VDPBF16PS (insn) or its FMA emulation; tests
+ * compare both with the scalar path. */
+int kq_rows_bf16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1, int insn);
+
+/* Whether the CPU has AVX512_BF16 (only meaningful with SL_ISA_AVX512). */
+int kq_cpu_has_avx512bf16(void);
+
 /* Activation row conversion on AVX-512; 0 when the type has no SIMD form. */
 int kq_act_row_avx512(uint32_t vtype, const float *x, void *dst, int64_t n);
 

@@ -7,10 +7,13 @@
  *    types with mins an exact integer M), then per element, sequentially
  *    over blocks, acc = fmaf(dw*da, (float)S, acc) [and acc = fmaf(-(dmin*da),
  *    (float)M, acc), or acc = fmaf(m_w, s_a, acc) for Q4_1/Q5_1].
- *  - float weights: 16 lanes, element i into lane i%16 with fmaf, then the
- *    fixed tree l[i] += l[i+s] for s = 8, 4, 2, 1. */
+ *  - float weights (order SL_ORDER_SGEMM): F32/F16 16 lanes, element i into
+ *    lane i%16 with fmaf, then the fixed tree l[i] += l[i+s] for s = 8, 4, 2,
+ *    1; BF16 the same lanes fed by dpbf16 steps.  SL_ORDER_VEC_DOT follows
+ *    ggml's vec_dot for F16/BF16 (dot_f16_vd, dot_bf16_vd). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kq.h"
 
@@ -34,12 +37,74 @@ static float dot_f16(const void *w, const void *a, int64_t n)
     return kq_tree16(l);
 }
 
-static float dot_bf16(const void *w, const void *a, int64_t n)
+/* ggml's F16 vec_dot (AVX-512F without FP16 arithmetic): 4 accumulators of
+ * 16 lanes over 64-element steps, (s0+s2)+(s1+s3), tree, then the n mod 64
+ * tail in double, rounded to float at the end. */
+static float dot_f16_vd(const void *w, const void *a, int64_t n)
 {
     const uint16_t *x = w, *y = a;
+    float s[4][16] = {{0}}, l[16];
+    int64_t np = n & ~(int64_t)63, i = 0;
+    for (; i < np; i++) s[(i & 63) >> 4][i & 15] = fmaf(H2F(x[i]), H2F(y[i]), s[(i & 63) >> 4][i & 15]);
+    for (int k = 0; k < 16; k++) l[k] = (s[0][k] + s[2][k]) + (s[1][k] + s[3][k]);
+    double sum = (double)kq_tree16(l);
+    for (; i < n; i++) sum += (double)(H2F(x[i]) * H2F(y[i]));
+    return (float)sum;
+}
+
+/* VDPBF16PS semantics: bf16 inputs with a zero exponent count as zero, each
+ * lane adds the odd product then the even one (products are exact in f32, so
+ * each step is one fmaf), results with a zero exponent flush to zero. */
+static float bf16_daz(uint16_t h)
+{
+    return (h & 0x7f80) ? bf16_to_fp32(h) : bf16_to_fp32((uint16_t)(h & 0x8000));
+}
+
+static float ftz(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (!(u & 0x7f800000u)) u &= 0x80000000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* One 32-element dpbf16 step into 16 lanes; elements at or past n are 0. */
+static void dpbf16_step(float *l, const uint16_t *x, const uint16_t *y, int64_t i0, int64_t n)
+{
+    for (int k = 0; k < 16; k++) {
+        int64_t e = i0 + 2 * k;
+        float xo = e + 1 < n ? bf16_daz(x[e + 1]) : 0.0f, yo = e + 1 < n ? bf16_daz(y[e + 1]) : 0.0f;
+        float xe = e < n ? bf16_daz(x[e]) : 0.0f, ye = e < n ? bf16_daz(y[e]) : 0.0f;
+        l[k] = ftz(fmaf(xo, yo, l[k]));
+        l[k] = ftz(fmaf(xe, ye, l[k]));
+    }
+}
+
+/* llamafile sgemm on AVX512_BF16 (tinyBLAS, KN = 32): dpbf16 steps, tree. */
+static float dot_bf16(const void *w, const void *a, int64_t n)
+{
     float l[16] = {0};
-    for (int64_t i = 0; i < n; i++) l[i & 15] = fmaf(bf16_to_fp32(x[i]), bf16_to_fp32(y[i]), l[i & 15]);
+    for (int64_t i = 0; i < n; i += 32) dpbf16_step(l, w, a, i, n);
     return kq_tree16(l);
+}
+
+/* ggml's BF16 vec_dot on AVX512_BF16: two dpbf16 accumulators over
+ * 64-element steps, each tree-summed into a double, tail in double. */
+static float dot_bf16_vd(const void *w, const void *a, int64_t n)
+{
+    const uint16_t *x = w, *y = a;
+    float c1[16] = {0}, c2[16] = {0};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        dpbf16_step(c1, x, y, i, n);
+        dpbf16_step(c2, x, y, i + 32, n);
+    }
+    double sum = 0.0;
+    sum += (double)kq_tree16(c1);
+    sum += (double)kq_tree16(c2);
+    for (; i < n; i++) sum += (double)(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+    return (float)sum;
 }
 
 /* ---- weights with Q8_0 activations ---- */
@@ -301,6 +366,8 @@ static dot_fn dot_for(uint32_t type)
 void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     dot_fn dot = dot_for(w->type);
+    if (w->order == SL_ORDER_VEC_DOT && w->type == GGML_TYPE_F16) dot = dot_f16_vd;
+    if (w->order == SL_ORDER_VEC_DOT && w->type == GGML_TYPE_BF16) dot = dot_bf16_vd;
     for (int64_t t = 0; t < x->rows; t++) {
         const char *a = (const char *)x->data + (size_t)t * x->row_bytes;
         for (int64_t r = r0; r < r1; r++)

@@ -5,7 +5,6 @@
  * 16 canonical lanes as two 8-lane accumulators. */
 #include <immintrin.h>
 #include <math.h>
-#include <stdlib.h>
 
 #include "kernels/kq.h"
 
@@ -33,7 +32,7 @@ static float wval(uint32_t type, const uint8_t *p, int64_t i)
 
 #define FR 4
 
-static inline __attribute__((always_inline)) void float_tile(uint32_t type, const uint8_t *const *rows, const float *xf,
+static inline __attribute__((always_inline)) void float_tile(uint32_t type, const uint8_t *const *rows, const uint8_t *xa,
                                                              int64_t n, float *out)
 {
     __m256 lo[FR], hi[FR];
@@ -41,7 +40,7 @@ static inline __attribute__((always_inline)) void float_tile(uint32_t type, cons
     for (int r = 0; r < FR; r++) lo[r] = hi[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 x0 = _mm256_loadu_ps(xf + i), x1 = _mm256_loadu_ps(xf + i + 8);
+        __m256 x0 = ld8(type, xa, i), x1 = ld8(type, xa, i + 8); /* activations share the weight type */
         #pragma GCC unroll 16
         for (int r = 0; r < FR; r++) {
             lo[r] = _mm256_fmadd_ps(ld8(type, rows[r], i), x0, lo[r]);
@@ -53,15 +52,15 @@ static inline __attribute__((always_inline)) void float_tile(uint32_t type, cons
         float l[16];
         _mm256_storeu_ps(l, lo[r]);
         _mm256_storeu_ps(l + 8, hi[r]);
-        for (int64_t k = i; k < n; k++) l[k & 15] = fmaf(wval(type, rows[r], k), xf[k], l[k & 15]);
+        for (int64_t k = i; k < n; k++) l[k & 15] = fmaf(wval(type, rows[r], k), wval(type, xa, k), l[k & 15]);
         out[r] = kq_tree16(l);
     }
 }
 
 #define FLOAT_KERNEL(NAME, TYPE)                                                                     \
-    static void NAME(const uint8_t *const *rows, const float *xf, int64_t n, float *out)            \
+    static void NAME(const uint8_t *const *rows, const uint8_t *xa, int64_t n, float *out)          \
     {                                                                                                \
-        float_tile(TYPE, rows, xf, n, out);                                                          \
+        float_tile(TYPE, rows, xa, n, out);                                                          \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
@@ -69,20 +68,14 @@ FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
 static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(const uint8_t *const *, const float *, int64_t, float *) =
+    void (*fn)(const uint8_t *const *, const uint8_t *, int64_t, float *) =
         w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
     int64_t n = w->ne0;
-    float *xf = w->type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * (size_t)n);
-    if (w->type != GGML_TYPE_F32 && !xf) return 0;
     for (int64_t t = 0; t < x->rows; t++) {
-        const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-        if (xf)
-            for (int64_t i = 0; i < n; i++) xf[i] = wval(w->type, arow, i);
-        const float *xa = xf ? xf : (const float *)arow;
+        const uint8_t *xa = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
         for (int64_t r = r0; r < r1; r += FR) {
             const uint8_t *rows[FR];
             int nv = (int)(r1 - r < FR ? r1 - r : FR);
-            #pragma GCC unroll 16
             for (int i = 0; i < FR; i++)
                 rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
             float out[FR];
@@ -90,7 +83,77 @@ static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_strid
             for (int i = 0; i < nv; i++) y[(size_t)t * y_stride + (size_t)(r + i)] = out[i];
         }
     }
-    free(xf);
+    return 1;
+}
+
+/* ---- BF16: VDPBF16PS steps emulated with FMAs (see matmul.c) ---- */
+
+static inline __m256 daz_ftz8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i zero_exp = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+    return _mm256_blendv_ps(v, _mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_castsi256_ps(zero_exp));
+}
+
+/* One 32-element step for 16 lanes (lo: lanes 0-7, hi: 8-15). */
+static inline void dp_step8(__m256 *lo, __m256 *hi, const uint16_t *w, const uint16_t *x)
+{
+    const __m256i himask = _mm256_set1_epi32((int)0xffff0000u);
+    for (int h = 0; h < 2; h++) {
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + 16 * h));
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 16 * h));
+        __m256 we = daz_ftz8(_mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)));
+        __m256 wo = daz_ftz8(_mm256_castsi256_ps(_mm256_and_si256(wv, himask)));
+        __m256 xe = daz_ftz8(_mm256_castsi256_ps(_mm256_slli_epi32(xv, 16)));
+        __m256 xo = daz_ftz8(_mm256_castsi256_ps(_mm256_and_si256(xv, himask)));
+        __m256 *l = h ? hi : lo;
+        *l = daz_ftz8(_mm256_fmadd_ps(wo, xo, *l));
+        *l = daz_ftz8(_mm256_fmadd_ps(we, xe, *l));
+    }
+}
+
+static float tree2(__m256 lo, __m256 hi)
+{
+    float l[16];
+    _mm256_storeu_ps(l, lo);
+    _mm256_storeu_ps(l + 8, hi);
+    return kq_tree16(l);
+}
+
+static float bf16_dot8(const uint16_t *x, const uint16_t *y, int64_t n, int vd)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t i = 0;
+    if (!vd) {
+        for (; i + 32 <= n; i += 32) dp_step8(&a0, &a1, x + i, y + i);
+        if (i < n) { /* zero-padded last step */
+            uint16_t px[32] = {0}, py[32] = {0};
+            memcpy(px, x + i, sizeof(uint16_t) * (size_t)(n - i));
+            memcpy(py, y + i, sizeof(uint16_t) * (size_t)(n - i));
+            dp_step8(&a0, &a1, px, py);
+        }
+        return tree2(a0, a1);
+    }
+    for (; i + 64 <= n; i += 64) {
+        dp_step8(&a0, &a1, x + i, y + i);
+        dp_step8(&b0, &b1, x + i + 32, y + i + 32);
+    }
+    double sum = 0.0;
+    sum += (double)tree2(a0, a1);
+    sum += (double)tree2(b0, b1);
+    for (; i < n; i++) sum += (double)(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+static int rows_bf16(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    int vd = w->order == SL_ORDER_VEC_DOT;
+    for (int64_t t = 0; t < x->rows; t++) {
+        const uint16_t *xa = (const uint16_t *)((const char *)x->data + (size_t)t * x->row_bytes);
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)t * y_stride + (size_t)r] =
+                bf16_dot8((const uint16_t *)((const char *)w->data + (size_t)r * w->row_bytes), xa, w->ne0, vd);
+    }
     return 1;
 }
 
@@ -441,7 +504,12 @@ static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stri
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     switch (w->type) {
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+    case GGML_TYPE_BF16:
+        return rows_bf16(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_F16:
+        if (w->order == SL_ORDER_VEC_DOT) return 0;
+        return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_F32:
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:

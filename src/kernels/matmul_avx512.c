@@ -14,7 +14,8 @@
 
 #include "kernels/kq.h"
 
-#define TT 4 /* tokens per tile */
+#define TT 4  /* tokens per tile */
+#define TB 64 /* tokens per cache block */
 
 /* ---- exact integer transposes ---- */
 
@@ -89,6 +90,13 @@ static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t b
     for (size_t o = (size_t)b * 16 * bsz; o < (size_t)(b + 1) * 16 * bsz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
 }
 
+/* Rows per L2-sized chunk (a multiple of the 16-row group). */
+static inline int64_t row_chunk(const sl_mat *w)
+{
+    int64_t c = (int64_t)(393216 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)15;
+    return c < 16 ? 16 : c;
+}
+
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
 {
     __mmask16 m = (__mmask16)((1u << nv) - 1);
@@ -126,42 +134,6 @@ static inline __m512 load_h16_end(const rowset *rs, size_t off)
 }
 
 /* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
-
-typedef struct {
-    float *da;     /* [t][nb] activation scale */
-    int32_t *corr; /* [t][nb] off * sum(q) */
-    float *sa;     /* [t][nb] Q8_1 s */
-} act32;
-
-static int act32_make(act32 *p, const sl_act *x, int64_t t0, int nt, int64_t nb, int off)
-{
-    size_t cnt = (size_t)nt * (size_t)nb + 1;
-    p->da = malloc(cnt * (2 * sizeof(float) + sizeof(int32_t)));
-    if (!p->da) return -1;
-    p->sa = p->da + cnt;
-    p->corr = (int32_t *)(p->sa + cnt);
-    int q81 = x->vtype == GGML_TYPE_Q8_1;
-    size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
-    #pragma GCC unroll 16
-    for (int t = 0; t < nt; t++) {
-        const uint8_t *row = (const uint8_t *)x->data + (size_t)(t0 + t) * x->row_bytes;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bsz;
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            p->da[t * nb + b] = fp16_to_fp32(h);
-            if (q81) {
-                memcpy(&h, blk + 2, 2);
-                p->sa[t * nb + b] = fp16_to_fp32(h);
-            }
-            int s = 0;
-            #pragma GCC unroll 16
-            for (int j = 0; j < 32; j++) s += (int8_t)blk[qoff + j];
-            p->corr[t * nb + b] = off * s;
-        }
-    }
-    return 0;
-}
 
 /* Q8_0 rows (2k, 2k+1), block b, as unsigned bytes w + 128. */
 static inline __m512i w32_pair(const uint8_t *ra, const uint8_t *rb, int64_t b)
@@ -261,60 +233,80 @@ static inline __m512i red_quads(const __m512i *z)
     return _mm512_permutexvar_epi32(idx, w);
 }
 
+static inline float h2f(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Activation-side work is done per block inside the group loop (a few ops
+ * per 16 rows), so a call costs nothing per token beyond its products and
+ * small row ranges stay cheap. */
 static inline __attribute__((always_inline)) void
-q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, const act32 *ap, int nt, int64_t nb, __m512 *acc)
+q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc)
 {
     int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
     rowset rs = rowset_make(rows);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     size_t wsz = type == GGML_TYPE_Q8_0 ? 34 : type == GGML_TYPE_Q4_1 ? 20 : type == GGML_TYPE_Q5_0 ? 22
                : type == GGML_TYPE_Q5_1 ? 24 : type == GGML_TYPE_MXFP4 ? 17 : 18;
+    const int off = w32_off(type);
+    const __m512i offv = _mm512_set1_epi8((char)off);
     int quad = type != GGML_TYPE_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         __m512i wv[8];
         prefetch_next(rows, b, wsz);
         if (quad)
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int q = 0; q < 4; q++) w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
         else
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int k = 0; k < 8; k++) wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
         __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
         if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * bsz + qoff;
+            const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * bsz;
             __m512i s;
             if (quad) {
-                __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab));
-                __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 16)));
+                __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + qoff)));
+                __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + qoff + 16)));
+                /* start from -off * a lane by lane: the offset never reaches the sum */
+                __m512i c0 = _mm512_setzero_si512();
+                if (off)
+                    c0 = _mm512_sub_epi32(c0, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c0, offv, alo), offv, ahi));
                 __m512i z[4];
-                #pragma GCC unroll 16
-                for (int q = 0; q < 4; q++)
-                    z[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[2 * q], alo), wv[2 * q + 1], ahi);
+#pragma GCC unroll 16
+                for (int q = 0; q < 4; q++) z[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c0, wv[2 * q], alo), wv[2 * q + 1], ahi);
                 s = red_quads(z);
             } else {
-                __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)ab));
+                __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(ab + qoff)));
+                __m512i c0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offv, av));
                 __m512i p[8];
-                #pragma GCC unroll 16
-                for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[k], av);
+#pragma GCC unroll 16
+                for (int k = 0; k < 8; k++) p[k] = _mm512_dpbusd_epi32(c0, wv[k], av);
                 s = red_pairs(p);
             }
-            if (w32_off(type)) s = _mm512_sub_epi32(s, _mm512_set1_epi32(ap->corr[t * nb + b]));
-            __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ap->da[t * nb + b]));
+            __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(h2f(ab)));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t]);
-            if (q81) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ap->sa[t * nb + b]), acc[t]);
+            if (q81) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(h2f(ab + 2)), acc[t]);
         }
     }
 }
 
-#define Q32_KERNEL(NAME, TYPE)                                                                                   \
-    static void NAME(const uint8_t *const *rows, const sl_act *x, const act32 *ap, int nt, int64_t nb, __m512 *acc) \
-    {                                                                                                            \
-        q32_group(TYPE, rows, x, ap, nt, nb, acc);                                                               \
+#define Q32_KERNEL(NAME, TYPE)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc)   \
+    {                                                                                                 \
+        switch (nt) {                                                                                 \
+        case 1: q32_group(TYPE, 1, rows, x, nb, acc); break;                                          \
+        case 2: q32_group(TYPE, 2, rows, x, nb, acc); break;                                          \
+        case 3: q32_group(TYPE, 3, rows, x, nb, acc); break;                                          \
+        default: q32_group(TYPE, TT, rows, x, nb, acc); break;                                        \
+        }                                                                                             \
     }
 Q32_KERNEL(k_q8_0, GGML_TYPE_Q8_0)
 Q32_KERNEL(k_q4_0, GGML_TYPE_Q4_0)
@@ -324,7 +316,7 @@ Q32_KERNEL(k_q5_1, GGML_TYPE_Q5_1)
 Q32_KERNEL(k_iq4_nl, GGML_TYPE_IQ4_NL)
 Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
 
-typedef void (*q32_fn)(const uint8_t *const *rows, const sl_act *x, const act32 *ap, int nt, int64_t nb, __m512 *acc);
+typedef void (*q32_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc);
 
 static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
@@ -339,74 +331,46 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     default: fn = k_mxfp4; break;
     }
     int64_t nb = w->ne0 / 32;
-    act32 ap; /* all tokens at once: row groups outside, token tiles inside, so a group's weights stay in cache */
-    if (act32_make(&ap, x, 0, (int)x->rows, nb, w32_off(w->type))) return 0;
-    for (int64_t r = r0; r < r1; r += 16) {
+    /* blocking: chunks of rows whose weights fit in L2, blocks of TB tokens
+     * whose activations fit in L2, then row groups and token tiles (a
+     * group's weights stay in L1 across tiles) */
+    int64_t chunk = row_chunk(w);
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    for (int64_t tb = 0; tb < x->rows; tb += TB)
+    for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
         int nv = group_rows(w, r, r1, rows);
-        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-            size_t o = (size_t)t0 * (size_t)nb;
-            act32 at = {ap.da + o, ap.corr + o, ap.sa + o};
+        int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
+        for (int64_t t0 = tb; t0 < te; t0 += TT) {
+            int nt = (int)(te - t0 < TT ? te - t0 : TT);
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            fn(rows, &xt, &at, nt, nb, acc);
+            fn(nt, rows, &xt, nb, acc);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
     }
-    free(ap.da);
     return 1;
 }
 
 /* ---- K-quants with Q8_K activations ---- */
 
-typedef struct {
-    float *d;       /* [t][nb] */
-    int16_t *bs;    /* [t][nb][16] bsums */
-    int16_t *bs8;   /* [t][nb][8] sums of 32 */
-    int8_t *qsr;    /* [t][nb][256] quants reordered for the weight layout (see actk_make) */
-    void *mem;
-} actk;
-
-static int actk_make(actk *p, const sl_act *x, int64_t t0, int nt, int64_t nb, int reorder)
+/* sum_k dpwssd(maddubs(v[k], a[64k..]), scv[k]): 256 elements of one row. */
+static inline __m512i dot4(const __m512i *v, const __m512i *scv, const int8_t *a)
 {
-    size_t cnt = (size_t)nt * (size_t)nb;
-    p->mem = malloc(cnt * (sizeof(float) + 24 * sizeof(int16_t) + (reorder ? 256 : 0)) + 64);
-    if (!p->mem) return -1;
-    p->qsr = p->mem;
-    p->d = (float *)((char *)p->mem + (reorder ? cnt * 256 : 0));
-    p->bs = (int16_t *)(p->d + cnt);
-    p->bs8 = p->bs + cnt * 16;
-    /* REORDER 1 (Q4_K/Q5_K): 32-element sub-blocks in order 0,2,1,3,4,6,5,7.
-     * REORDER 2 (IQ4_XS): 16-element halves: first halves of subs 0-3, second
-     * halves of subs 0-3, then the same for subs 4-7. */
-    static const int ord[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(a)), scv[0]);
     #pragma GCC unroll 16
-    for (int t = 0; t < nt; t++)
-        for (int64_t b = 0; b < nb; b++) {
-            const blk_q8_K *k = (const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes) + b;
-            size_t i = (size_t)t * (size_t)nb + (size_t)b;
-            p->d[i] = k->d;
-            memcpy(p->bs + i * 16, k->bsums, 32);
-            #pragma GCC unroll 16
-            for (int j = 0; j < 8; j++) p->bs8[i * 8 + j] = (int16_t)(k->bsums[2 * j] + k->bsums[2 * j + 1]);
-            if (reorder == 1)
-                #pragma GCC unroll 16
-                for (int j = 0; j < 8; j++) memcpy(p->qsr + i * 256 + 32 * j, k->qs + 32 * ord[j], 32);
-            if (reorder == 2)
-                #pragma GCC unroll 16
-                for (int h = 0; h < 16; h++) /* h = 4 * (half + 2 * (sub / 4)) + sub % 4 */
-                    memcpy(p->qsr + i * 256 + 16 * h, k->qs + 32 * (4 * (h / 8) + h % 4) + 16 * ((h / 4) % 2), 16);
-        }
-    return 0;
+    for (int k = 1; k < 4; k++) acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k)), scv[k]);
+    return acc;
 }
 
-static inline const int8_t *actk_qs(const sl_act *x, const actk *p, int reorder, int64_t t0, int t, int64_t nb,
-                                    int64_t b)
+/* The kernels read each token's Q8_K block directly (natural element order):
+ * a call has no per-token setup, so small row ranges stay cheap. */
+typedef const blk_q8_K *kact; /* one token's block b */
+
+static inline void kact_fill(kact *ak, const sl_act *x, int nt, int64_t b)
 {
-    if (reorder) return p->qsr + ((size_t)t * (size_t)nb + (size_t)b) * 256;
-    return ((const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes))[b].qs;
+    for (int t = 0; t < nt; t++) ak[t] = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes) + b;
 }
 
 /* Q4_K / Q5_K scales and mins of 16 rows at once (lanes = rows), from the
@@ -442,9 +406,12 @@ static inline __m512i k4_bcast(const k4sc *k, int i)
 }
 
 /* M = sum_j min_j * (sum of the 32 activations of sub-block j), lanes = rows. */
-static inline __m512i k4_mins(const k4sc *k, const int16_t *bs8)
+static inline __m512i k4_mins(const k4sc *k, const int16_t *bs)
 {
     const __m512i lo = _mm512_set1_epi32(0x00ff00ff);
+    int16_t bs8[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) bs8[j] = (int16_t)(bs[2 * j] + bs[2 * j + 1]);
     int32_t p[4];
     #pragma GCC unroll 16
     for (int j = 0; j < 2; j++) {
@@ -468,118 +435,72 @@ static inline __m512i sc_pair(__m512i bc, int i0, int i1)
 
 /* One superblock of Q4_K / Q5_K for one row: integer S partials per token. */
 static inline __attribute__((always_inline)) void
-k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const int8_t *const *act, __m512i *s)
+k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const kact *ak, __m512i *s)
 {
     const uint8_t *qs = blk + (five ? 48 : 16);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i q01 = _mm512_loadu_si512(qs), q23 = _mm512_loadu_si512(qs + 64);
-    __m512i v[4] = {_mm512_and_si512(q01, m4), _mm512_and_si512(_mm512_srli_epi16(q01, 4), m4),
-                    _mm512_and_si512(q23, m4), _mm512_and_si512(_mm512_srli_epi16(q23, 4), m4)};
+    __m512i v[4]; /* v[c] = elements 64c..64c+63: low nibbles of qs[32c..], then high */
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        v[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+    }
     if (five) { /* bit j of qh[l] is the 5th bit of element 32j + l */
         __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
         __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-        static const int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) {
-            __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << sub[k][0])),
-                                                _mm256_set1_epi8((char)(1 << sub[k][1])), 1);
-            __mmask64 hm = _mm512_test_epi8_mask(hh, bitsel);
-            v[k] = _mm512_mask_add_epi8(v[k], hm, v[k], _mm512_set1_epi8(0x10));
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512i bitsel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+            v[c] = _mm512_mask_add_epi8(v[c], _mm512_test_epi8_mask(hh, bitsel), v[c], _mm512_set1_epi8(0x10));
         }
     }
-    __m512i scv[4] = {sc_pair(bc, 0, 2), sc_pair(bc, 1, 3), sc_pair(bc, 4, 6), sc_pair(bc, 5, 7)};
+    __m512i scv[4] = {sc_pair(bc, 0, 1), sc_pair(bc, 2, 3), sc_pair(bc, 4, 5), sc_pair(bc, 6, 7)};
     #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
-        __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(act[t])), scv[0]);
-        #pragma GCC unroll 16
-        for (int k = 1; k < 4; k++)
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(act[t] + 64 * k)), scv[k]);
-        s[16 * t] = acc;
+        s[16 * t] = dot4(v, scv, ak[t]->qs);
     }
 }
 
 static inline __attribute__((always_inline)) void
-k45_group(int five, int nt, const uint8_t *const *rows, const actk *ap, int64_t nb, __m512i *s, __m512 *acc)
+k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc)
 {
     size_t bsz = five ? 176 : 144;
     rowset rs = rowset_make(rows);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         prefetch_next(rows, b, bsz);
         k4sc k = k4_scales16(&rs, (size_t)b * bsz);
-        const int8_t *act[TT];
-        for (int t = 0; t < nt; t++) act[t] = ap->qsr + ((size_t)t * (size_t)nb + (size_t)b) * 256;
-        #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), act, s + i);
+        kact ak[TT];
+        kact_fill(ak, x, nt, b);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), ak, s + i);
         __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
-            __m512 da = _mm512_set1_ps(ap->d[ti]);
-            __m512i S = red16(s + 16 * t), M = k4_mins(&k, ap->bs8 + ti * 8);
+            __m512 da = _mm512_set1_ps(ak[t]->d);
+            __m512i S = red16(s + 16 * t), M = k4_mins(&k, ak[t]->bsums);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(S), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(M), acc[t]);
         }
     }
 }
 
-#define K45_KERNEL(NAME, FIVE, NT)                                                                       \
-    static void NAME(const uint8_t *const *rows, const actk *ap, int64_t nb, __m512i *s, __m512 *acc) \
-    {                                                                                                    \
-        k45_group(FIVE, NT, rows, ap, nb, s, acc);                                                       \
+#define K45_KERNEL(NAME, FIVE)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc) \
+    {                                                                                                 \
+        switch (nt) {                                                                                 \
+        case 1: k45_group(FIVE, 1, rows, x, nb, s, acc); break;                                       \
+        case 2: k45_group(FIVE, 2, rows, x, nb, s, acc); break;                                       \
+        case 3: k45_group(FIVE, 3, rows, x, nb, s, acc); break;                                       \
+        default: k45_group(FIVE, TT, rows, x, nb, s, acc); break;                                     \
+        }                                                                                             \
     }
-K45_KERNEL(k_q4k_1, 0, 1)
-K45_KERNEL(k_q4k_4, 0, 4)
-K45_KERNEL(k_q5k_1, 1, 1)
-K45_KERNEL(k_q5k_4, 1, 4)
-K45_KERNEL(k_q4k_2, 0, 2)
-K45_KERNEL(k_q4k_3, 0, 3)
-K45_KERNEL(k_q5k_2, 1, 2)
-K45_KERNEL(k_q5k_3, 1, 3)
+K45_KERNEL(k_q4k, 0)
+K45_KERNEL(k_q5k, 1)
 
 /* Q6_K: S = sum_g sc_g * sum (v - 32) a, with v = 6-bit unsigned. */
-static inline void q6k_row(const uint8_t *blk, const sl_act *x, const actk *ap, int64_t t0, int nt, int64_t nb,
-                           int64_t b, __m512i *s, size_t stride)
-{
-    const blk_q6_K *q = (const blk_q6_K *)blk;
-    __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales)));
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    __m512i v[4], scv[4];
-    #pragma GCC unroll 16
-    for (int c = 0; c < 2; c++) {
-        __m512i ql = _mm512_loadu_si512(q->ql + 64 * c);
-        __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
-        __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-        /* k = 0 | 1: qh bits 0-1 | 2-3 to bits 4-5;  k = 2 | 3: bits 4-5 | 6-7 */
-        __m512i h01 = _mm512_and_si512(_mm512_sllv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1)), m30);
-        __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1)), m30);
-        v[2 * c] = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
-        v[2 * c + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
-        /* 8 int16 lanes per 16-element group: groups 8c..8c+3, then 8c+4..8c+7 */
-        static const int16_t base[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-        __m512i bi = _mm512_loadu_si512(base);
-        scv[2 * c] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c))), sc16);
-        scv[2 * c + 1] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c + 4))), sc16);
-    }
-    __m256i scm = _mm256_slli_epi16(_mm512_castsi512_si256(sc16), 5); /* 32 * sc */
-    #pragma GCC unroll 16
-    for (int t = 0; t < nt; t++) {
-        const int8_t *a = actk_qs(x, ap, 0, t0, t, nb, b);
-        __m512i acc = _mm512_setzero_si512();
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) {
-            __m512i p = _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k));
-            acc = _mm512_dpwssd_epi32(acc, p, scv[k]);
-        }
-        __m256i bs = _mm256_loadu_si256((const __m256i *)(ap->bs + ((size_t)t * (size_t)nb + (size_t)b) * 16));
-        __m256i corr = _mm256_madd_epi16(scm, bs);
-        s[t * stride] = _mm512_sub_epi32(acc, _mm512_zextsi256_si512(corr));
-    }
-}
-
-
 /* 16-element-group types: scale vectors for the 4 maddubs outputs of a
  * superblock (vector k covers groups 4k..4k+3, 8 int16 lanes each). */
 static inline void g16_scv(__m512i sc16, __m512i *scv)
@@ -606,22 +527,47 @@ static inline void q2_planes(const uint8_t *qs, __m512i *v)
     }
 }
 
-static inline __m512i dot4(const __m512i *v, const __m512i *scv, const int8_t *a)
+
+static inline void q6k_row(const uint8_t *blk, int nt, const kact *ak, __m512i *s)
 {
-    __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(v[0], _mm512_loadu_si512(a)), scv[0]);
+    const blk_q6_K *q = (const blk_q6_K *)blk;
+    __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q->scales)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512i v[4], scv[4];
     #pragma GCC unroll 16
-    for (int k = 1; k < 4; k++) acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(v[k], _mm512_loadu_si512(a + 64 * k)), scv[k]);
-    return acc;
+    for (int c = 0; c < 2; c++) {
+        __m512i ql = _mm512_loadu_si512(q->ql + 64 * c);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
+        __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        /* k = 0 | 1: qh bits 0-1 | 2-3 to bits 4-5;  k = 2 | 3: bits 4-5 | 6-7 */
+        __m512i h01 = _mm512_and_si512(_mm512_sllv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1)), m30);
+        __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1)), m30);
+        v[2 * c] = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
+        v[2 * c + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
+        /* 8 int16 lanes per 16-element group: groups 8c..8c+3, then 8c+4..8c+7 */
+        static const int16_t base[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+        __m512i bi = _mm512_loadu_si512(base);
+        scv[2 * c] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c))), sc16);
+        scv[2 * c + 1] = _mm512_permutexvar_epi16(_mm512_add_epi16(bi, _mm512_set1_epi16((short)(8 * c + 4))), sc16);
+    }
+    __m256i scm = _mm256_slli_epi16(_mm512_castsi512_si256(sc16), 5); /* 32 * sc */
+    #pragma GCC unroll 16
+    for (int t = 0; t < nt; t++) {
+        __m256i corr = _mm256_madd_epi16(scm, _mm256_loadu_si256((const __m256i *)ak[t]->bsums));
+        s[16 * t] = _mm512_sub_epi32(dot4(v, scv, ak[t]->qs), _mm512_zextsi256_si512(corr));
+    }
 }
 
-static inline void q2k_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+
+static inline void q2k_row(const uint8_t *blk, int nt, const kact *ak, __m512i *s)
 {
     __m128i sc = _mm_loadu_si128((const __m128i *)blk);
     __m512i scv[4], v[4];
     g16_scv(_mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f)))), scv);
     q2_planes(blk + 16, v);
     #pragma GCC unroll 16
-    for (int t = 0; t < nt; t++) s[16 * t] = dot4(v, scv, act[t]);
+    for (int t = 0; t < nt; t++) s[16 * t] = dot4(v, scv, ak[t]->qs);
 }
 
 /* Q2_K mins of 16 rows: M = sum_g (scales[g] >> 4) * bsums[g], lanes = rows. */
@@ -642,7 +588,7 @@ static inline __m512i q2k_mins(const rowset *rs, size_t boff, const int16_t *bs)
 }
 
 /* Q3_K: v = 2-bit + 4*hbit in 0..7, S = sum sc (v - 4) a = raw - 4 sum sc bsum. */
-static inline void q3k_row(const uint8_t *blk, int nt, const int8_t *const *act, const int16_t *const *bs, __m512i *s)
+static inline void q3k_row(const uint8_t *blk, int nt, const kact *ak, __m512i *s)
 {
     __m128i x = _mm_loadl_epi64((const __m128i *)(blk + 96));
     const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -664,14 +610,17 @@ static inline void q3k_row(const uint8_t *blk, int nt, const int8_t *const *act,
     __m256i sc4 = _mm256_slli_epi16(sc16, 2);
     #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
-        __m256i corr = _mm256_madd_epi16(sc4, _mm256_loadu_si256((const __m256i *)bs[t]));
-        s[16 * t] = _mm512_sub_epi32(dot4(v, scv, act[t]), _mm512_zextsi256_si512(corr));
+        __m256i corr = _mm256_madd_epi16(sc4, _mm256_loadu_si256((const __m256i *)ak[t]->bsums));
+        s[16 * t] = _mm512_sub_epi32(dot4(v, scv, ak[t]->qs), _mm512_zextsi256_si512(corr));
     }
 }
 
 /* IQ4_XS: |kv| times sign-adjusted activations (maddubs cannot take 8-bit
  * signed weights), scales ls - 32 per 32-element sub-block. */
-static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *act, __m512i *s)
+/* IQ4_XS: |kv| times sign-adjusted activations (maddubs cannot take 8-bit
+ * signed weights), scales ls - 32 per 32-element sub-block.  Vector c holds
+ * sub-blocks 2c, 2c+1 in element order. */
+static inline void iq4xs_row(const uint8_t *blk, int nt, const kact *ak, __m512i *s)
 {
     uint16_t sh;
     uint32_t sl;
@@ -681,90 +630,76 @@ static inline void iq4xs_row(const uint8_t *blk, int nt, const int8_t *const *ac
     __m512i bc = _mm512_set1_epi64((long long)ls);
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)KV_IQ4NL));
     const __m512i m4 = _mm512_set1_epi8(0x0f), c32 = _mm512_set1_epi16(32);
-    __m512i scv[2], kv[4];
-    #pragma GCC unroll 16
-    for (int h = 0; h < 2; h++) { /* 128-lane k of half h: sub 4h + k */
-        __m512i idx = _mm512_set_epi16(0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
-                                       0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3), 0x80 << 8 | (4 * h + 3),
-                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
-                                       0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2), 0x80 << 8 | (4 * h + 2),
-                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
-                                       0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1), 0x80 << 8 | (4 * h + 1),
-                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h),
-                                       0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h), 0x80 << 8 | (4 * h));
-        scv[h] = _mm512_sub_epi16(_mm512_shuffle_epi8(bc, idx), c32);
-        __m512i q = _mm512_loadu_si512(blk + 8 + 64 * h);
-        kv[2 * h] = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
-        kv[2 * h + 1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
-    }
+    __m512i scv[4], kv[4];
     __mmask64 neg[4];
-    #pragma GCC unroll 16
-    for (int k = 0; k < 4; k++) neg[k] = _mm512_movepi8_mask(kv[k]), kv[k] = _mm512_abs_epi8(kv[k]);
-    #pragma GCC unroll 16
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        scv[c] = _mm512_sub_epi16(sc_pair(bc, 2 * c, 2 * c + 1), c32);
+        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 8 + 32 * c));
+        __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+        z = _mm512_shuffle_i32x4(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* lo0 hi0 lo1 hi1 */
+        kv[c] = _mm512_shuffle_epi8(tab, z);
+        neg[c] = _mm512_movepi8_mask(kv[c]);
+        kv[c] = _mm512_abs_epi8(kv[c]);
+    }
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++) {
         __m512i acc = _mm512_setzero_si512();
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) {
-            __m512i a = _mm512_loadu_si512(act[t] + 64 * k);
-            a = _mm512_mask_sub_epi8(a, neg[k], _mm512_setzero_si512(), a);
-            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(kv[k], a), scv[k / 2]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512i a = _mm512_loadu_si512(ak[t]->qs + 64 * c);
+            a = _mm512_mask_sub_epi8(a, neg[c], _mm512_setzero_si512(), a);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(kv[c], a), scv[c]);
         }
         s[16 * t] = acc;
     }
 }
 
 static inline __attribute__((always_inline)) void
-g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,
-          __m512i *s, __m512 *acc)
+g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc)
 {
     size_t bsz = ggml_type_get(type)->type_size;
     rowset rs = rowset_make(rows);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         prefetch_next(rows, b, bsz);
-        const int8_t *act[TT];
-        const int16_t *bs[TT];
-        #pragma GCC unroll 16
-        for (int t = 0; t < nt; t++) {
-            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
-            act[t] = type == GGML_TYPE_IQ4_XS ? ap->qsr + ti * 256 : actk_qs(x, ap, 0, t0, t, nb, b);
-            bs[t] = ap->bs + ti * 16;
-        }
-        #pragma GCC unroll 16
+        kact ak[TT];
+        kact_fill(ak, x, nt, b);
+#pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
             const uint8_t *blk = rows[i] + (size_t)b * bsz;
             switch (type) {
-            case GGML_TYPE_Q2_K: q2k_row(blk, nt, act, s + i); break;
-            case GGML_TYPE_Q3_K: q3k_row(blk, nt, act, bs, s + i); break;
-            case GGML_TYPE_IQ4_XS: iq4xs_row(blk, nt, act, s + i); break;
-            default: q6k_row(blk, x, ap, t0, nt, nb, b, s + i, 16); break;
+            case GGML_TYPE_Q2_K: q2k_row(blk, nt, ak, s + i); break;
+            case GGML_TYPE_Q3_K: q3k_row(blk, nt, ak, s + i); break;
+            case GGML_TYPE_IQ4_XS: iq4xs_row(blk, nt, ak, s + i); break;
+            default: q6k_row(blk, nt, ak, s + i); break;
             }
         }
         __m512 dw = type == GGML_TYPE_IQ4_XS ? load_h16(&rs, (size_t)b * bsz)
                     : load_h16_end(&rs, (size_t)b * bsz + (type == GGML_TYPE_Q2_K ? 80 : bsz - 2));
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            size_t ti = (size_t)t * (size_t)nb + (size_t)b;
-            __m512 da = _mm512_set1_ps(ap->d[ti]);
+            __m512 da = _mm512_set1_ps(ak[t]->d);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(red16(s + 16 * t)), acc[t]);
             if (type == GGML_TYPE_Q2_K) {
                 __m512 dmin = load_h16_end(&rs, (size_t)b * bsz + 82);
-                __m512i M = q2k_mins(&rs, (size_t)b * bsz, bs[t]);
+                __m512i M = q2k_mins(&rs, (size_t)b * bsz, ak[t]->bsums);
                 acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(M), acc[t]);
             }
         }
     }
 }
 
-#define G16_KERNEL(NAME, TYPE)                                                                                      \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, const actk *ap, int64_t t0, int64_t nb,   \
-                     __m512i *s, __m512 *acc)                                                                       \
-    {                                                                                                               \
-        if (nt == 1)                                                                                                \
-            g16_group(TYPE, 1, rows, x, ap, t0, nb, s, acc);                                                        \
-        else                                                                                                        \
-            g16_group(TYPE, nt, rows, x, ap, t0, nb, s, acc);                                                       \
+#define G16_KERNEL(NAME, TYPE)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc) \
+    {                                                                                                 \
+        switch (nt) {                                                                                 \
+        case 1: g16_group(TYPE, 1, rows, x, nb, s, acc); break;                                       \
+        case 2: g16_group(TYPE, 2, rows, x, nb, s, acc); break;                                       \
+        case 3: g16_group(TYPE, 3, rows, x, nb, s, acc); break;                                       \
+        default: g16_group(TYPE, TT, rows, x, nb, s, acc); break;                                     \
+        }                                                                                             \
     }
 G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
 G16_KERNEL(k_q3k, GGML_TYPE_Q3_K)
@@ -773,38 +708,33 @@ G16_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
 
 static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    uint32_t type = w->type;
-    int k4 = type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
-    int reorder = k4 ? 1 : type == GGML_TYPE_IQ4_XS ? 2 : 0;
-    int64_t nb = w->ne0 / 256;
-    __m512i *s = aligned_alloc(64, sizeof(__m512i) * 16 * TT);
-    actk ap;
-    if (!s || actk_make(&ap, x, 0, (int)x->rows, nb, reorder)) {
-        free(s);
-        return 0;
+    void (*fn)(int, const uint8_t *const *, const sl_act *, int64_t, __m512i *, __m512 *);
+    switch (w->type) {
+    case GGML_TYPE_Q2_K: fn = k_q2k; break;
+    case GGML_TYPE_Q3_K: fn = k_q3k; break;
+    case GGML_TYPE_Q4_K: fn = k_q4k; break;
+    case GGML_TYPE_Q5_K: fn = k_q5k; break;
+    case GGML_TYPE_Q6_K: fn = k_q6k; break;
+    default: fn = k_iq4xs; break;
     }
-    for (int64_t r = r0; r < r1; r += 16) {
+    int64_t nb = w->ne0 / 256;
+    __m512i s[16 * TT]; /* per-row integer partials of one superblock */
+    int64_t chunk = row_chunk(w); /* blocking as in rows_q32 */
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    for (int64_t tb = 0; tb < x->rows; tb += TB)
+    for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
         int nv = group_rows(w, r, r1, rows);
-        for (int64_t t0 = 0; t0 < x->rows; t0 += TT) {
-            int nt = (int)(x->rows - t0 < TT ? x->rows - t0 : TT);
-            size_t o = (size_t)t0 * (size_t)nb;
-            actk at = {ap.d + o, ap.bs + o * 16, ap.bs8 + o * 8, reorder ? ap.qsr + o * 256 : NULL, NULL};
+        int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
+        for (int64_t t0 = tb; t0 < te; t0 += TT) {
+            int nt = (int)(te - t0 < TT ? te - t0 : TT);
+            sl_act xt = *x;
+            xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            if (k4) {
-                static void (*const fns[2][TT])(const uint8_t *const *, const actk *, int64_t, __m512i *, __m512 *) = {
-                    {k_q4k_1, k_q4k_2, k_q4k_3, k_q4k_4}, {k_q5k_1, k_q5k_2, k_q5k_3, k_q5k_4}};
-                fns[type == GGML_TYPE_Q5_K][nt - 1](rows, &at, nb, s, acc);
-            } else {
-                void (*fn)(int, const uint8_t *const *, const sl_act *, const actk *, int64_t, int64_t, __m512i *, __m512 *) =
-                    type == GGML_TYPE_Q2_K ? k_q2k : type == GGML_TYPE_Q3_K ? k_q3k : type == GGML_TYPE_Q6_K ? k_q6k : k_iq4xs;
-                fn(nt, rows, x, &at, t0, nb, s, acc);
-            }
+            fn(nt, rows, &xt, nb, s, acc);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
     }
-    free(ap.mem);
-    free(s);
     return 1;
 }
 
@@ -837,101 +767,232 @@ static inline __m512 ld_w_tail(uint32_t type, const uint8_t *p, int64_t i, __mma
 #define FT 4 /* tokens per float tile */
 
 /* FR rows x NT tokens, one canonical 16-lane accumulator per element; each
- * weight vector is loaded once and used for NT tokens. */
+ * weight vector is loaded once and used for NT tokens.  Activations are in
+ * the weight's type (F16/BF16 widen exactly), converted as they are loaded,
+ * so a call has no per-token setup. */
 static inline __attribute__((always_inline)) void
-float_tile(uint32_t type, int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out /* [FT][FR] */)
+float_tile(uint32_t type, int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out /* [FT][FR] */)
 {
     __m512 acc[FT][FR];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) acc[t][r] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 wv[FR];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) wv[r] = ld_w(type, rows[r], i);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            __m512 xv = _mm512_loadu_ps(xs[t] + i);
-            #pragma GCC unroll 16
+            __m512 xv = ld_w(type, xs[t], i);
+#pragma GCC unroll 16
             for (int r = 0; r < FR; r++) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
         }
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + i);
-            #pragma GCC unroll 16
+            __m512 xv = ld_w_tail(type, xs[t], i, m);
+#pragma GCC unroll 16
             for (int r = 0; r < FR; r++) acc[t][r] = _mm512_mask3_fmadd_ps(ld_w_tail(type, rows[r], i, m), xv, acc[t][r], m);
         }
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < nt; t++)
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(acc[t][r]);
 }
 
-#define FLOAT_KERNEL(NAME, TYPE)                                                                        \
-    static void NAME(int nt, const uint8_t *const *rows, const float *const *xs, int64_t n, float *out) \
-    {                                                                                                   \
-        switch (nt) {                                                                                   \
-        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                           \
-        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                           \
-        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                           \
-        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                          \
-        }                                                                                               \
+#define FLOAT_KERNEL(NAME, TYPE)                                                                          \
+    static void NAME(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out) \
+    {                                                                                                     \
+        switch (nt) {                                                                                     \
+        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                             \
+        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                             \
+        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                             \
+        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                            \
+        }                                                                                                 \
     }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
-FLOAT_KERNEL(k_bf16, GGML_TYPE_BF16)
 
-static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out);
+
+/* Row chunks that stay in L2, token tiles of FT, row tiles of FR. */
+static int rows_tiled(tile_fn fn, const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(int, const uint8_t *const *, const float *const *, int64_t, float *) =
-        w->type == GGML_TYPE_F32 ? k_f32 : w->type == GGML_TYPE_F16 ? k_f16 : k_bf16;
     int64_t n = w->ne0, T = x->rows;
-    float *xf = NULL;
-    if (w->type != GGML_TYPE_F32) { /* activations to f32 once (exact) */
-        xf = malloc(sizeof(float) * (size_t)(n * T));
-        if (!xf) return 0;
-        for (int64_t t = 0; t < T; t++) {
-            const uint8_t *h = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-            float *o = xf + t * n;
-            int64_t i = 0;
-            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ld_w(w->type, h, i));
-            for (; i < n; i++)
-                o[i] = w->type == GGML_TYPE_F16 ? fp16_to_fp32(((const uint16_t *)h)[i]) : bf16_to_fp32(((const uint16_t *)h)[i]);
-        }
-    }
-    /* chunks of rows whose weights stay in L2 while every token tile passes */
     int64_t chunk = (int64_t)(262144 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)(FR - 1);
     if (chunk < FR) chunk = FR;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         for (int64_t t0 = 0; t0 < T; t0 += FT) {
             int nt = (int)(T - t0 < FT ? T - t0 : FT);
-            const float *xs[FT];
-            #pragma GCC unroll 16
-            for (int t = 0; t < nt; t++)
-                xs[t] = xf ? xf + (t0 + t) * n : (const float *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes);
+            const uint8_t *xs[FT];
+            for (int t = 0; t < nt; t++) xs[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->row_bytes;
             for (int64_t r = c0; r < c1; r += FR) {
                 const uint8_t *rows[FR];
                 int nv = (int)(c1 - r < FR ? c1 - r : FR);
-                #pragma GCC unroll 16
                 for (int i = 0; i < FR; i++)
                     rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
                 float out[FT * FR];
                 fn(nt, rows, xs, n, out);
-                #pragma GCC unroll 16
                 for (int t = 0; t < nt; t++)
                     for (int i = 0; i < nv; i++) y[(size_t)(t0 + t) * y_stride + (size_t)(r + i)] = out[t * FR + i];
             }
         }
     }
-    free(xf);
     return 1;
+}
+
+static int rows_float(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    return rows_tiled(w->type == GGML_TYPE_F32 ? k_f32 : k_f16, w, x, y, y_stride, r0, r1);
+}
+
+/* ---- ggml's other float orders ---- */
+
+/* F16, ggml vec_dot order: 4 accumulators x 16 lanes over 64-element steps. */
+static float f16_vd_dot(const uint16_t *x, const uint16_t *y, int64_t n)
+{
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t np = n & ~(int64_t)63, i = 0;
+    for (; i < np; i += 64)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * j))),
+                                   _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 16 * j))), s[j]);
+    __m512 l = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+    double sum = (double)hsum_tree16(l);
+    for (; i < n; i++) sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    return (float)sum;
+}
+
+static int rows_f16_vd(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    for (int64_t t = 0; t < x->rows; t++) {
+        const uint16_t *xa = (const uint16_t *)((const char *)x->data + (size_t)t * x->row_bytes);
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)t * y_stride + (size_t)r] =
+                f16_vd_dot((const uint16_t *)((const char *)w->data + (size_t)r * w->row_bytes), xa, w->ne0);
+    }
+    return 1;
+}
+
+/* VDPBF16PS emulated with FMAs (bit-exact, and independent of the CPU having
+ * AVX512_BF16): inputs with a zero exponent count as signed zero, each lane
+ * adds its odd product then its even one, results with a zero exponent flush
+ * to signed zero. */
+static inline __m512 daz_ftz(__m512 v)
+{
+    __mmask16 normal = _mm512_test_epi32_mask(_mm512_castps_si512(v), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), normal, v);
+}
+
+/* 32 bf16 values (masked to the first m) as even and odd f32 lanes, DAZ. */
+static inline void bf16_split(const uint16_t *p, __mmask32 m, __m512 *ev, __m512 *od)
+{
+    __m512i v = _mm512_maskz_loadu_epi16(m, p);
+    *ev = daz_ftz(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    *od = daz_ftz(_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u))));
+}
+
+static inline __m512 dpbf16(__m512 acc, __m512 xe, __m512 xo, __m512 ye, __m512 yo)
+{
+    acc = daz_ftz(_mm512_fmadd_ps(xo, yo, acc));
+    return daz_ftz(_mm512_fmadd_ps(xe, ye, acc));
+}
+
+static inline __mmask32 mask32(int64_t left)
+{
+    return left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
+}
+
+/* One dpbf16 step: the instruction when the CPU has it, else its emulation
+ * (both give the scalar path's bits; the oracle test checks the instruction
+ * against ggml). */
+static inline __m512 dp_step(int insn, __m512 acc, const uint16_t *w, const uint16_t *x, __mmask32 m)
+{
+    if (insn)
+        return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(m, w), (__m512bh)_mm512_maskz_loadu_epi16(m, x));
+    __m512 we, wo, xe, xo;
+    bf16_split(w, m, &we, &wo);
+    bf16_split(x, m, &xe, &xo);
+    return dpbf16(acc, we, wo, xe, xo);
+}
+
+/* FR rows x NT tokens of BF16 in sgemm order (one accumulator per element,
+ * 32-element steps, zero padding) or vec_dot order (two accumulators over
+ * 64-element steps, double tail). */
+static inline __attribute__((always_inline)) void
+bf16_tile(int insn, int vd, int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out)
+{
+    __m512 c1[FT][FR], c2[FT][FR];
+#pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) c1[t][r] = c2[t][r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    if (!vd) {
+        for (; i < n; i += 32) {
+            __mmask32 m = mask32(n - i);
+#pragma GCC unroll 16
+            for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+                for (int r = 0; r < FR; r++)
+                    c1[t][r] = dp_step(insn, c1[t][r], (const uint16_t *)rows[r] + i, (const uint16_t *)xs[t] + i, m);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(c1[t][r]);
+        return;
+    }
+    for (; i + 64 <= n; i += 64)
+#pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+            for (int r = 0; r < FR; r++) {
+                const uint16_t *w = (const uint16_t *)rows[r] + i, *x = (const uint16_t *)xs[t] + i;
+                c1[t][r] = dp_step(insn, c1[t][r], w, x, 0xffffffffu);
+                c2[t][r] = dp_step(insn, c2[t][r], w + 32, x + 32, 0xffffffffu);
+            }
+#pragma GCC unroll 16
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 16
+        for (int r = 0; r < FR; r++) {
+            double sum = 0.0;
+            sum += (double)hsum_tree16(c1[t][r]);
+            sum += (double)hsum_tree16(c2[t][r]);
+            const uint16_t *w = (const uint16_t *)rows[r], *x = (const uint16_t *)xs[t];
+            for (int64_t k = i; k < n; k++) sum += (double)(bf16_to_fp32(w[k]) * bf16_to_fp32(x[k]));
+            out[t * FR + r] = (float)sum;
+        }
+}
+
+#define BF16_KERNEL(NAME, INSN, VD)                                                                       \
+    static void NAME(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out) \
+    {                                                                                                     \
+        switch (nt) {                                                                                     \
+        case 1: bf16_tile(INSN, VD, 1, rows, xs, n, out); break;                                          \
+        case 2: bf16_tile(INSN, VD, 2, rows, xs, n, out); break;                                          \
+        case 3: bf16_tile(INSN, VD, 3, rows, xs, n, out); break;                                          \
+        default: bf16_tile(INSN, VD, 4, rows, xs, n, out); break;                                         \
+        }                                                                                                 \
+    }
+BF16_KERNEL(k_bf16_sg_i, 1, 0)
+BF16_KERNEL(k_bf16_vd_i, 1, 1)
+BF16_KERNEL(k_bf16_sg_e, 0, 0)
+BF16_KERNEL(k_bf16_vd_e, 0, 1)
+
+int kq_rows_bf16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1, int insn)
+{
+    int vd = w->order == SL_ORDER_VEC_DOT;
+    void (*fn)(int, const uint8_t *const *, const uint8_t *const *, int64_t, float *) =
+        insn ? (vd ? k_bf16_vd_i : k_bf16_sg_i) : (vd ? k_bf16_vd_e : k_bf16_sg_e);
+    return rows_tiled(fn, w, x, y, y_stride, r0, r1);
 }
 
 int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
@@ -943,7 +1004,12 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
     case GGML_TYPE_IQ4_XS:
         return rows_k(w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16:
+    case GGML_TYPE_F16:
+        if (w->order == SL_ORDER_VEC_DOT) return rows_f16_vd(w, x, y, y_stride, r0, r1);
+        return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_BF16:
+        return kq_rows_bf16_avx512(w, x, y, y_stride, r0, r1, kq_cpu_has_avx512bf16());
+    case GGML_TYPE_F32:
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
         return 0;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/kq.h"
 #include "kernels/pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,6 +44,7 @@ struct sl_pool {
 /* ---- CPU features ---- */
 
 static sl_isa g_detected; /* written once under pthread_once, read-only after */
+static int g_bf16;        /* AVX512_BF16 (VDPBF16PS), same */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -68,8 +70,10 @@ static void detect(void)
     g_detected = SL_ISA_AVX2;
     int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
     int vnni = (c >> 11) & 1;
-    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) /* opmask + zmm state */
+    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) { /* opmask + zmm state */
         g_detected = SL_ISA_AVX512;
+        if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_bf16 = (a >> 5) & 1;
+    }
 }
 #else
 static void detect(void)
@@ -77,6 +81,12 @@ static void detect(void)
     g_detected = SL_ISA_SCALAR;
 }
 #endif
+
+int kq_cpu_has_avx512bf16(void)
+{
+    pthread_once(&g_once, detect);
+    return g_bf16;
+}
 
 sl_isa kernels_isa_detected(void)
 {
