@@ -13,6 +13,13 @@
 #include <math.h>
 #include <string.h>
 
+/* ggml applies swiglu per row (its vector tail differs from a flat pass
+ * when n_ff is not a multiple of the vector width), so do the same. */
+static void swiglu_rows(float *h, const float *g, const float *u, int64_t rows, int64_t n_ff)
+{
+    for (int64_t r = 0; r < rows; r++) op_swiglu(h + r * n_ff, g + r * n_ff, u + r * n_ff, n_ff);
+}
+
 int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat *down, const float *bg,
               const float *bu, const float *bd, const float *xn, int T, float *out, sl_err *err)
 {
@@ -36,7 +43,7 @@ int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat 
     if (bu) add_bias(u, bu, T, n_ff);
     if (has_gate) {
         if (bg) add_bias(g, bg, T, n_ff);
-        op_swiglu(h, g, u, (int64_t)T * n_ff);
+        swiglu_rows(h, g, u, T, n_ff);
     } else {
         for (int64_t i = 0; i < (int64_t)T * n_ff; i++) h[i] = op_silu(u[i]);
     }
@@ -141,10 +148,13 @@ static void group_by_expert(routing *r)
     for (int i = 0; i < r->T * r->K; i++) r->slots[fill[r->ids[i]]++] = i;
 }
 
+/* llama.cpp's expert products (mul_mat_id) sum float weights in vec_dot's
+ * order, not the dense sgemm order, so experts say so (kernels.h). */
 static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part)
 {
     sl_mat w = *geom;
     w.data = v->parts[part];
+    w.order = SL_ORDER_VEC_DOT;
     return w;
 }
 
@@ -181,7 +191,7 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     size_t stride[2] = {(size_t)n_ff, (size_t)n_ff};
     matmul_multi(s, L->part_gate >= 0 ? 2 : 1, w, x, out, stride);
     if (L->part_gate >= 0) {
-        op_swiglu(h, g, u, (int64_t)n * n_ff);
+        swiglu_rows(h, g, u, n, n_ff);
     } else {
         for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
     }
