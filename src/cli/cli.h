@@ -9,6 +9,7 @@
 typedef int (*cli_cmd_fn)(int argc, char **argv);
 
 int cmd_inspect(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@ typedef struct {
 
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "show a GGUF model's metadata, tensors and spine/expert split"},
+    {"synth", cmd_synth, "write a synthetic MoE model of a real architecture's shape (for benchmarks)"},
 };
 
 static void usage(FILE *f)
