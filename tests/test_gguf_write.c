@@ -352,6 +352,8 @@ int main(void)
                (gguf_w_opts){.version = 2, .alignment = 64, .buf_bytes = 100}, 1);
     round_trip("gguf writer round trip (background thread, drop_cache, sync, 333-byte buffer)",
                (gguf_w_opts){.background = true, .drop_cache = true, .sync = true, .buf_bytes = 333}, 77);
+    round_trip("gguf writer round trip (O_DIRECT, background, 5000-byte buffer)",
+               (gguf_w_opts){.direct = true, .background = true, .sync = true, .buf_bytes = 5000}, 999);
     errors();
     damaged();
     rmdir(tmpdir);

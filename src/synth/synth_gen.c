@@ -6,6 +6,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "gguf/ggml_type.h"
 
@@ -21,6 +24,7 @@ void sy_rng_seed(sy_rng *r, uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed ^ splitmix(&stream);
     for (int i = 0; i < 4; i++) r->s[i] = splitmix(&x);
+    for (int i = 0; i < 4; i++) r->lane[i] = splitmix(&x) | 1; /* xorshift state must not be 0 */
 }
 
 uint16_t sy_f16(float f)
@@ -49,105 +53,155 @@ bool sy_type_supported(uint32_t type)
     }
 }
 
-static void fill(uint8_t *p, size_t n, sy_rng *r)
-{
-    for (; n >= 8; n -= 8, p += 8) {
-        uint64_t x = sy_next(r);
-        memcpy(p, &x, 8);
-    }
-    if (n) {
-        uint64_t x = sy_next(r);
-        memcpy(p, &x, n);
-    }
-}
-
-/* Block scales vary by +-25% around the nominal one, as real blocks do. */
-static float jitter(sy_rng *r) { return 0.75f + 0.5f * sy_unif(r); }
-
 static void put_f16(uint8_t *p, float f)
 {
     uint16_t h = sy_f16(f);
     memcpy(p, &h, 2);
 }
 
-/* ---- random blocks ---- */
-
-/* q4_0 {d, qs[16]}: x = d * (q - 8), q uniform 0..15: rms 4.64 d */
-static void gen_q4_0(uint8_t *b, float sigma, sy_rng *r)
+/* N bytes (a multiple of 8) from the four xorshift64 lanes (13, 7, 17),
+ * two lanes per SSE2 register where there is one. */
+static void fill(uint8_t *p, size_t n, sy_rng *r)
 {
-    put_f16(b, sigma / 4.637f * jitter(r));
-    fill(b + 2, 16, r);
+#ifdef __SSE2__
+    __m128i a = _mm_loadu_si128((const __m128i *)r->lane), b = _mm_loadu_si128((const __m128i *)(r->lane + 2));
+    for (; n >= 32; n -= 32, p += 32) {
+        a = _mm_xor_si128(a, _mm_slli_epi64(a, 13)), b = _mm_xor_si128(b, _mm_slli_epi64(b, 13));
+        a = _mm_xor_si128(a, _mm_srli_epi64(a, 7)), b = _mm_xor_si128(b, _mm_srli_epi64(b, 7));
+        a = _mm_xor_si128(a, _mm_slli_epi64(a, 17)), b = _mm_xor_si128(b, _mm_slli_epi64(b, 17));
+        _mm_storeu_si128((__m128i *)p, a);
+        _mm_storeu_si128((__m128i *)(p + 16), b);
+    }
+    _mm_storeu_si128((__m128i *)r->lane, a);
+    _mm_storeu_si128((__m128i *)(r->lane + 2), b);
+#else
+    for (; n >= 32; n -= 32, p += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t *l = &r->lane[k];
+            *l ^= *l << 13, *l ^= *l >> 7, *l ^= *l << 17;
+            memcpy(p + 8 * k, l, 8);
+        }
+#endif
+    for (int k = 0; n >= 8; n -= 8, p += 8, k++) {
+        uint64_t *l = &r->lane[k];
+        *l ^= *l << 13, *l ^= *l >> 7, *l ^= *l << 17;
+        memcpy(p, l, 8);
+    }
 }
 
-/* q5_0 {d, qh[4], qs[16]}: x = d * (q - 16), q uniform 0..31: rms 9.25 d */
-static void gen_q5_0(uint8_t *b, float sigma, sy_rng *r)
+/* Nominal block scale d for elements of std SIGMA, from the quants' spread:
+ *   q4_0 {d, qs[16]}: x = d (q - 8), q uniform 0..15: rms 4.64 d
+ *   q5_0 {d, qh[4], qs[16]}: x = d (q - 16), q uniform 0..31: rms 9.25 d
+ *   q8_0 {d, qs[32]}: x = d q, q uniform -127..127 (ggml's quantiser never
+ *     emits -128): rms 73.6 d
+ *   q4_K {d, dmin, scales[12], qs[128]}: sub-block j is x = d sc_j q - dmin m_j
+ *     with 6-bit sc, m as get_scale_min_k4 reads them; sc uniform 32..63
+ *     (rms 48.4), dmin = 8 d and m_j = round(sc_j 15/16) centre q at 7.5:
+ *     rms 4.61 * 48.4 d
+ *   q6_K {ql[128], qh[64], scales[16], d}: x = d sc (q - 32), q uniform 0..63
+ *     (rms 18.5), int8 sc uniform 64..127 (rms 97.6) */
+static float nominal_d(uint32_t type, float sigma)
 {
-    put_f16(b, sigma / 9.247f * jitter(r));
-    fill(b + 2, 20, r);
+    switch (type) {
+    case GGML_TYPE_Q4_0: return sigma / 4.637f;
+    case GGML_TYPE_Q5_0: return sigma / 9.247f;
+    case GGML_TYPE_Q8_0: return sigma / 73.61f;
+    case GGML_TYPE_Q4_K: return sigma / (4.610f * 48.4f);
+    case GGML_TYPE_Q6_K: return sigma / (18.47f * 97.6f);
+    default: return 0;
+    }
 }
 
-/* q8_0 {d, qs[32]}: x = d * q, q uniform -127..127 (ggml's quantiser never
- * emits -128): rms 73.6 d */
-static void gen_q8_0(uint8_t *b, float sigma, sy_rng *r)
+/* q4_K's 12 packed bytes of 6-bit scales and mins for one block */
+static void pack_q4_k_scales(uint64_t bits, uint8_t *s)
 {
-    put_f16(b, sigma / 73.61f * jitter(r));
-    fill(b + 2, 32, r);
-    for (int i = 2; i < 34; i++)
-        if (b[i] == 0x80) b[i] = 0x81;
-}
-
-/* q4_K {d, dmin, scales[12], qs[128]}: sub-block j of 32 is
- * x = d*sc_j*q - dmin*m_j with 6-bit sc, m packed as get_scale_min_k4 reads
- * them.  sc uniform 32..63 (rms 48.4), dmin = 8 d and m_j = round(sc_j * 15/16)
- * centre q at 7.5, so x has rms 4.61 * 48.4 d. */
-static void gen_q4_k(uint8_t *b, float sigma, sy_rng *r)
-{
-    float d = sigma / (4.610f * 48.4f) * jitter(r);
-    put_f16(b, d);
-    put_f16(b + 2, 8.0f * d);
     uint8_t sc[8], m[8];
-    uint64_t bits = sy_next(r);
     for (int j = 0; j < 8; j++) {
         sc[j] = (uint8_t)(32 + ((bits >> (5 * j)) & 31));
         m[j] = (uint8_t)((sc[j] * 15 + 8) / 16);
     }
-    uint8_t *s = b + 4;
     for (int j = 0; j < 4; j++) {
         s[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
         s[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
         s[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
     }
-    fill(b + 16, 128, r);
 }
 
-/* q6_K {ql[128], qh[64], scales[16] (int8), d}: x = d * sc * (q - 32), q
- * uniform 0..63 (rms 18.5), sc uniform 64..127 (rms 97.6). */
-static void gen_q6_k(uint8_t *b, float sigma, sy_rng *r)
+void sy_gen_init(sy_gen *g, uint32_t type, float sigma, sy_rng *r)
 {
-    fill(b, 192, r);
-    uint64_t bits[2] = {sy_next(r), sy_next(r)};
-    for (int j = 0; j < 16; j++) b[192 + j] = (uint8_t)(64 + ((bits[j / 8] >> (6 * (j % 8))) & 63));
-    put_f16(b + 208, sigma / (18.47f * 97.6f) * jitter(r));
+    g->type = type, g->sigma = sigma;
+    float d = nominal_d(type, sigma);
+    for (int i = 0; i < 16; i++) {
+        float j = 0.75f + 0.5f * ((float)i + 0.5f) / 16.0f; /* real blocks' scales vary too */
+        g->d[i] = sy_f16(d * j);
+        g->dmin[i] = sy_f16(8.0f * d * j);
+    }
+    for (int i = 0; i < SY_PATTERNS; i++) {
+        uint64_t bits[2] = {sy_next(r), sy_next(r)};
+        if (type == GGML_TYPE_Q4_K) pack_q4_k_scales(bits[0], g->pat[i]);
+        for (int j = 0; type == GGML_TYPE_Q6_K && j < 16; j++)
+            g->pat[i][j] = (uint8_t)(64 + ((bits[j / 8] >> (6 * (j % 8))) & 63));
+    }
 }
 
-void sy_gen_blocks(uint32_t type, void *dst, uint64_t n_blocks, float sigma, sy_rng *r)
+/* Per block: 4 bits pick its d (and dmin), 6 bits its sub-block scales. */
+static void gen_q4_k(const sy_gen *g, uint8_t *b, uint64_t n, sy_rng *r)
+{
+    uint8_t tmp[136];
+    for (uint64_t i = 0; i < n; i++, b += 144) {
+        fill(tmp, sizeof tmp, r);
+        uint32_t d = tmp[128] & 15, pat = tmp[129] & (SY_PATTERNS - 1);
+        memcpy(b, &g->d[d], 2);
+        memcpy(b + 2, &g->dmin[d], 2);
+        memcpy(b + 4, g->pat[pat], 12);
+        memcpy(b + 16, tmp, 128);
+    }
+}
+
+static void gen_q6_k(const sy_gen *g, uint8_t *b, uint64_t n, sy_rng *r)
+{
+    uint8_t tmp[200];
+    for (uint64_t i = 0; i < n; i++, b += 210) {
+        fill(tmp, sizeof tmp, r);
+        memcpy(b, tmp, 192);
+        memcpy(b + 192, g->pat[tmp[192] & (SY_PATTERNS - 1)], 16);
+        memcpy(b + 208, &g->d[tmp[193] & 15], 2);
+    }
+}
+
+/* 32-element blocks: scale, then the random payload (q4_0 16 bytes, q5_0
+ * 4 + 16, q8_0 32); one more random byte picks the scale. */
+static void gen_small(const sy_gen *g, uint8_t *b, uint64_t n, uint32_t size, sy_rng *r)
+{
+    uint32_t payload = size - 2;
+    uint8_t tmp[40];
+    for (uint64_t i = 0; i < n; i++, b += size) {
+        fill(tmp, payload / 8 * 8 + 8, r);
+        memcpy(b, &g->d[tmp[payload] & 15], 2);
+        memcpy(b + 2, tmp, payload);
+        if (g->type == GGML_TYPE_Q8_0)
+            for (uint32_t k = 2; k < size; k++) b[k] = (uint8_t)(b[k] + (b[k] == 0x80));
+    }
+}
+
+void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r)
 {
     uint8_t *b = dst;
-    switch (type) {
+    switch (g->type) {
     case GGML_TYPE_F32:
         for (uint64_t i = 0; i < n_blocks; i++) {
-            float f = sigma * sy_gauss(r);
+            float f = g->sigma * sy_gauss(r);
             memcpy(b + 4 * i, &f, 4);
         }
         break;
     case GGML_TYPE_F16:
-        for (uint64_t i = 0; i < n_blocks; i++) put_f16(b + 2 * i, sigma * sy_gauss(r));
+        for (uint64_t i = 0; i < n_blocks; i++) put_f16(b + 2 * i, g->sigma * sy_gauss(r));
         break;
-    case GGML_TYPE_Q4_0: for (uint64_t i = 0; i < n_blocks; i++) gen_q4_0(b + 18 * i, sigma, r); break;
-    case GGML_TYPE_Q5_0: for (uint64_t i = 0; i < n_blocks; i++) gen_q5_0(b + 22 * i, sigma, r); break;
-    case GGML_TYPE_Q8_0: for (uint64_t i = 0; i < n_blocks; i++) gen_q8_0(b + 34 * i, sigma, r); break;
-    case GGML_TYPE_Q4_K: for (uint64_t i = 0; i < n_blocks; i++) gen_q4_k(b + 144 * i, sigma, r); break;
-    case GGML_TYPE_Q6_K: for (uint64_t i = 0; i < n_blocks; i++) gen_q6_k(b + 210 * i, sigma, r); break;
+    case GGML_TYPE_Q4_0: gen_small(g, b, n_blocks, 18, r); break;
+    case GGML_TYPE_Q5_0: gen_small(g, b, n_blocks, 22, r); break;
+    case GGML_TYPE_Q8_0: gen_small(g, b, n_blocks, 34, r); break;
+    case GGML_TYPE_Q4_K: gen_q4_k(g, b, n_blocks, r); break;
+    case GGML_TYPE_Q6_K: gen_q6_k(g, b, n_blocks, r); break;
     default: break;
     }
 }

@@ -14,10 +14,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* xoshiro256** seeded through splitmix64: fast, and one stream per
- * (seed, tensor) so the output never depends on buffer sizes. */
+/* xoshiro256** seeded through splitmix64, one stream per (seed, tensor) so
+ * the output never depends on buffer sizes.  Quant bits come from four
+ * xorshift64 lanes instead (`lane`, same seeding): they only need to look
+ * uniform, and at well under one instruction per byte they keep an 18 GB
+ * file disk-bound on a shared core. */
 typedef struct {
     uint64_t s[4];
+    uint64_t lane[4];
 } sy_rng;
 
 void sy_rng_seed(sy_rng *r, uint64_t seed, uint64_t stream);
@@ -54,8 +58,23 @@ float sy_f16_to_f32(uint16_t h);
 /* Types the generator can write. */
 bool sy_type_supported(uint32_t type);
 
-/* N_BLOCKS random blocks of TYPE (for F32/F16 one "block" is one element). */
-void sy_gen_blocks(uint32_t type, void *dst, uint64_t n_blocks, float sigma, sy_rng *r);
+/* Random blocks of one type and element scale.  The block scales a tensor
+ * uses (nominal scale times 16 jitter steps in 0.75..1.25) are converted to
+ * f16 once, and the K-quants' sub-block scales are drawn from 64 random
+ * patterns made here: per block, a few random bits pick from both tables,
+ * so the per-byte cost is the random fill alone. */
+#define SY_PATTERNS 64
+typedef struct {
+    uint32_t type;
+    float sigma;
+    uint16_t d[16], dmin[16];
+    uint8_t pat[SY_PATTERNS][16];
+} sy_gen;
+
+void sy_gen_init(sy_gen *g, uint32_t type, float sigma, sy_rng *r);
+
+/* N_BLOCKS random blocks (for F32/F16 one "block" is one element). */
+void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r);
 
 /* Quantises N floats (a multiple of TYPE's block size) into DST. */
 void sy_quantize_blocks(uint32_t type, const float *x, void *dst, uint64_t n);

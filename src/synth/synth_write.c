@@ -143,13 +143,14 @@ static int gen_rows(wctx *x, const synth_tensor *t, sy_rng *r)
     uint64_t blocks = (uint64_t)t->ne[0] / ti->blck_size;
     uint64_t rows = (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
     uint64_t per_chunk = x->cap / row_bytes;
-    float sigma = sigma_of(x->j, t);
+    sy_gen gen;
+    sy_gen_init(&gen, t->type, sigma_of(x->j, t), r);
     bool skew = t->role == SYNTH_EMBD && x->j->skew_dim >= 0;
     for (uint64_t done = 0; done < rows;) {
         uint64_t n = rows - done < per_chunk ? rows - done : per_chunk;
         for (uint64_t i = 0; i < n; i++) {
             uint8_t *row = x->buf + i * row_bytes;
-            sy_gen_blocks(t->type, row, blocks, sigma, r);
+            sy_gen_blocks(&gen, row, blocks, r);
             if (skew) embd_skew_block(x->j, t, row, r);
         }
         if (emit(x, x->buf, (size_t)(n * row_bytes))) return -1;
