@@ -28,6 +28,9 @@ typedef struct {
     unsigned long long counts[MAX_LAYERS][MAX_EXPERTS];
     double k_sum[MAX_LAYERS], k_sq[MAX_LAYERS], rms_sum[MAX_LAYERS];
     long k_n[MAX_LAYERS];
+    /* the part of the normed hidden state all tokens share: |mean x|^2 / mean |x|^2 */
+    double *mean[MAX_LAYERS], sq[MAX_LAYERS];
+    int64_t width[MAX_LAYERS];
     int max_layer;
 } stats;
 
@@ -63,6 +66,12 @@ static bool on_tensor(struct ggml_tensor *t, bool ask, void *ud)
                 s->k_sq[norm] += (double)x[s->skew_dim] * x[s->skew_dim];
             }
             s->k_n[norm]++;
+            if (!s->mean[norm]) {
+                s->mean[norm] = calloc((size_t)t->ne[0], sizeof(double));
+                s->width[norm] = t->ne[0];
+            }
+            for (int64_t i = 0; i < t->ne[0] && s->width[norm] == t->ne[0]; i++) s->mean[norm][i] += x[i];
+            s->sq[norm] += ss;
         }
     }
     return true;
@@ -156,7 +165,8 @@ int main(int argc, char **argv)
         snprintf(key, sizeof key, "%s.expert_count", buf);
         if (llama_model_meta_val_str(model, key, v, sizeof v) > 0) n_exp = atoi(v);
     }
-    printf("%5s %10s %9s %8s %12s %12s\n", "layer", "top share", "max/mean", "zipf s", "normed x_k", "ffn_norm rms");
+    printf("%5s %10s %9s %8s %12s %12s %7s\n", "layer", "top share", "max/mean", "zipf s", "normed x_k", "ffn_norm rms",
+           "shared");
     for (int l = 0; l <= st.max_layer; l++) {
         double top, mm, s = zipf(st.counts[l], n_exp, &top, &mm);
         double kn = st.k_n[l] ? st.k_sum[l] / st.k_n[l] : 0;
@@ -165,7 +175,10 @@ int main(int argc, char **argv)
         unsigned long long any = 0;
         for (int e = 0; e < n_exp; e++) any += st.counts[l][e];
         if (!any) continue;
-        printf("%5d %9.1f%% %9.2f %8.2f %6.2f+-%-5.2f %12.3f\n", l, 100 * top, mm, s, kn, ksd, rms);
+        double m2 = 0;
+        for (int64_t i = 0; st.mean[l] && i < st.width[l]; i++) m2 += (st.mean[l][i] / st.k_n[l]) * (st.mean[l][i] / st.k_n[l]);
+        double shared = st.k_n[l] && st.sq[l] > 0 ? m2 / (st.sq[l] / st.k_n[l]) : 0;
+        printf("%5d %9.1f%% %9.2f %8.2f %6.2f+-%-5.2f %12.3f %7.2f\n", l, 100 * top, mm, s, kn, ksd, rms, shared);
     }
     llama_free(ctx);
     llama_model_free(model);

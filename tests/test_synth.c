@@ -121,6 +121,20 @@ static uint32_t want_type(const synth_config *c, const char *name, const int64_t
     return t == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : t == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
 }
 
+/* The weight scales docs/SYNTH.md specifies (against rank collapse):
+ * attention output 0.5x; q and k 4x each (qwen3moe through its per-head
+ * q/k norms, deepseek2 through the projections). */
+static double spec_gain(synth_family fam, const char *name)
+{
+    const char *base = !strncmp(name, "blk.", 4) ? strchr(name + 4, '.') + 1 : name;
+    if (!strcmp(base, "attn_output.weight")) return 0.5;
+    if (fam == SYNTH_QWEN3MOE) return !strcmp(base, "attn_q_norm.weight") || !strcmp(base, "attn_k_norm.weight") ? 4 : 1;
+    return !strcmp(base, "attn_q.weight") || !strcmp(base, "attn_q_b.weight") || !strcmp(base, "attn_k_b.weight") ||
+                   !strcmp(base, "attn_kv_a_mqa.weight")
+               ? 4
+               : 1;
+}
+
 /* ---- configs ---- */
 
 static synth_config config(const char *like, uint32_t type, double skew, const char *const *sets)
@@ -375,14 +389,19 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
         uint8_t *d = malloc(t->nbytes);
         T_CHECK(d && gguf_read_tensor(g, t, 0, d, t->nbytes, &err) == 0, "read %s", t->name);
         if (!d) continue;
+        if (t->n_dims == 1 && strstr(t->name, "norm.weight")) { /* 1 + N(0, 0.05^2), times the gain */
+            double sum = 0;
+            for (int64_t k = 0; k < t->ne[0]; k++) sum += ((const float *)d)[k];
+            double g = spec_gain(s->family, t->name), mean = sum / (double)t->ne[0];
+            T_CHECK(mean > 0.95 * g && mean < 1.05 * g, "%s: mean %.3f, want ~%.1f", t->name, mean, g);
+        }
         uint64_t bad = bad_scales(t, d);
         T_CHECK(bad == 0, "%s: %llu blocks with non-finite scales", t->name, (unsigned long long)bad);
         double s1, s2;
         uint64_t cnt;
         moments(t, d, &s1, &s2, &cnt);
         if (cnt && t->n_dims > 1 && strcmp(t->name, "token_embd.weight")) {
-            double sd = sqrt(s2 / cnt), want_sd = strcmp(t->name, "output.weight") ? 1 / sqrt((double)t->ne[0])
-                                                                                    : 1 / sqrt((double)s->n_embd);
+            double sd = sqrt(s2 / cnt), want_sd = spec_gain(s->family, t->name) / sqrt((double)t->ne[0]);
             T_CHECK(sd > 0.8 * want_sd && sd < 1.25 * want_sd, "%s: std %.4g, want ~%.4g (N(0, 1/fan_in))",
                     t->name, sd, want_sd);
             T_CHECK(fabs(s1 / cnt) < 0.1 * want_sd, "%s: mean %.3g", t->name, s1 / cnt);

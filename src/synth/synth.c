@@ -43,6 +43,22 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0)
     return ne0 % ggml_type_get(fb)->blck_size == 0 ? fb : GGML_TYPE_F16;
 }
 
+/* Scale of a tensor's weights relative to the default (synth_internal.h):
+ * what sharpens attention and weakens its output.  qwen3moe normalises q
+ * and k per head, so its gain sits in those norms; deepseek2's MLA scales
+ * the projections (kv_a_mqa's latent half is normalised anyway, so only its
+ * RoPE half, k_pe, grows). */
+static float gain_of(synth_family fam, const char *name)
+{
+    if (!strcmp(name, "attn_output.weight")) return ATTN_OUT_GAIN;
+    if (fam == SYNTH_QWEN3MOE)
+        return !strcmp(name, "attn_q_norm.weight") || !strcmp(name, "attn_k_norm.weight") ? QK_GAIN : 1.0f;
+    return !strcmp(name, "attn_q.weight") || !strcmp(name, "attn_q_b.weight") || !strcmp(name, "attn_k_b.weight") ||
+                   !strcmp(name, "attn_kv_a_mqa.weight")
+               ? QK_GAIN
+               : 1.0f;
+}
+
 static int add(synth_job *j, synth_role role, int32_t layer, uint32_t type, const char *name, uint32_t n_dims,
                int64_t ne0, int64_t ne1, int64_t ne2, sl_err *err)
 {
@@ -61,6 +77,7 @@ static int add(synth_job *j, synth_role role, int32_t layer, uint32_t type, cons
     t->type = role == SYNTH_NORM || role == SYNTH_ROUTER || role == SYNTH_PROBS_B ? GGML_TYPE_F32
                                                                                 : fallback_type(type, ne0);
     t->nbytes = ggml_row_bytes(t->type, (uint64_t)ne0) * (uint64_t)(ne1 * ne2);
+    t->gain = gain_of(j->c.shape.family, name);
     return 0;
 }
 

@@ -75,6 +75,7 @@ typedef struct {
     uint64_t nbytes;
     synth_role role;
     int32_t layer;         /* -1 outside blocks */
+    float gain;            /* weights' scale relative to the default (docs/SYNTH.md) */
 } synth_tensor;
 
 typedef struct synth_job synth_job;

@@ -80,7 +80,7 @@ static int32_t resid_pos(const synth_job *j, const synth_tensor *t)
 
 static void gen_norm(const synth_job *j, const synth_tensor *t, float *v, sy_rng *r)
 {
-    for (int64_t i = 0; i < t->ne[0]; i++) v[i] = 1.0f + NORM_SPREAD * sy_gauss(r);
+    for (int64_t i = 0; i < t->ne[0]; i++) v[i] = t->gain * (1.0f + NORM_SPREAD * sy_gauss(r));
     int32_t pos = resid_pos(j, t);
     if (j->skew_dim < 0 || pos < 0) return;
     /* normed skew coordinate ~ x_k / rms(x) * w_k = 1 */
@@ -121,7 +121,7 @@ static float sigma_of(const synth_job *j, const synth_tensor *t)
 {
     if (t->role == SYNTH_EMBD) return EMBD_SIGMA;
     if (t->role == SYNTH_OUTPUT) return 1.0f / sqrtf((float)j->c.shape.n_embd);
-    return 1.0f / sqrtf((float)t->ne[0]);
+    return t->gain / sqrtf((float)t->ne[0]);
 }
 
 /* The block of an embedding row holding the skew coordinate, quantised
