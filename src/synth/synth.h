@@ -93,7 +93,8 @@ int32_t synth_job_skew_dim(const synth_job *j);
 
 typedef void (*synth_progress_fn)(void *ud, uint64_t done, uint64_t total);
 
-/* Writes PATH; PROGRESS (may be NULL) is called every few MiB. */
+/* Writes PATH (once per job); PROGRESS (may be NULL) is called every few
+ * MiB with tensor bytes done and total. */
 int synth_job_write(synth_job *j, const char *path, synth_progress_fn progress, void *ud, sl_err *err);
 
 /* The routing check used until the engine runs these models: hidden states
