@@ -21,6 +21,7 @@ static const command COMMANDS[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
     {"bench", cmd_bench, "measure prompt and generation speed (like llama-bench)"},
+    {"synth", cmd_synth, "write a synthetic MoE model of a real architecture's shape (for benchmarks)"},
 };
 
 static void usage(FILE *f)

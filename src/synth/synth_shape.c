@@ -1,0 +1,126 @@
+/* Real architectures' shapes, from the models' Hugging Face config.json
+ * (sources in docs/SYNTH.md), and the rules llama.cpp's loader imposes on
+ * them (src/llama-model.cpp, src/models/{qwen3moe,deepseek2}.cpp). */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "synth/synth.h"
+
+static const synth_shape PRESETS[] = {
+    /* Qwen/Qwen3-30B-A3B */
+    {.like = "qwen3-30b-a3b", .family = SYNTH_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32,
+     .n_head_kv = 4, .head_dim = 128, .n_ff = 6144, .n_ff_exp = 768, .n_expert = 128, .n_expert_used = 8,
+     .n_ctx_train = 40960, .rope_base = 1e6f, .rms_eps = 1e-6f},
+    /* deepseek-ai/DeepSeek-V2-Lite: no q_lora, softmax gating, not normalised */
+    {.like = "deepseek-v2-lite", .family = SYNTH_DEEPSEEK2, .n_layer = 27, .n_embd = 2048, .n_head = 16,
+     .n_head_kv = 1, .n_ff = 10944, .n_ff_exp = 1408, .n_expert = 64, .n_expert_used = 6,
+     .n_expert_shared = 2, .n_dense_lead = 1, .q_lora = 0, .kv_lora = 512, .qk_nope = 128, .qk_rope = 64,
+     .v_head = 128, .n_ctx_train = 163840, .rope_base = 10000, .rms_eps = 1e-6f, .gating = 1,
+     .weights_norm = false, .exp_probs_b = false, .weights_scale = 1.0f, .n_group = 1, .topk_group = 1,
+     .yarn_factor = 40, .yarn_orig_ctx = 4096, .yarn_beta_fast = 32, .yarn_beta_slow = 1,
+     .yarn_mscale_all_dim = 0.707f},
+    /* moonshotai/Kimi-K2-Instruct (DeepSeek-V3 structure); scale with --layers/--experts */
+    {.like = "kimi-k2-scaled", .family = SYNTH_DEEPSEEK2, .n_layer = 61, .n_embd = 7168, .n_head = 64,
+     .n_head_kv = 1, .n_ff = 18432, .n_ff_exp = 2048, .n_expert = 384, .n_expert_used = 8,
+     .n_expert_shared = 1, .n_dense_lead = 1, .q_lora = 1536, .kv_lora = 512, .qk_nope = 128, .qk_rope = 64,
+     .v_head = 128, .n_ctx_train = 131072, .rope_base = 50000, .rms_eps = 1e-6f, .gating = 2,
+     .weights_norm = true, .exp_probs_b = true, .weights_scale = 2.827f, .n_group = 1, .topk_group = 1,
+     .yarn_factor = 32, .yarn_orig_ctx = 4096, .yarn_beta_fast = 1, .yarn_beta_slow = 1,
+     .yarn_mscale_all_dim = 1.0f},
+};
+#define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+int synth_shape_preset(const char *like, synth_shape *out, sl_err *err)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(PRESETS[i].like, like) == 0) {
+            *out = PRESETS[i];
+            return 0;
+        }
+    return sl_errf(err, "unknown model shape '%s' (known: qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled)", like);
+}
+
+#define LLAMA_MAX_EXPERTS 512 /* llama-hparams.h */
+
+static int check_moe(const synth_shape *s, sl_err *err)
+{
+    if (s->n_expert < 2 || s->n_expert > LLAMA_MAX_EXPERTS)
+        return sl_errf(err, "%u experts: llama.cpp needs 2..%d", s->n_expert, LLAMA_MAX_EXPERTS);
+    if (s->n_expert_used < 1 || s->n_expert_used > s->n_expert)
+        return sl_errf(err, "%u experts used per token with %u experts", s->n_expert_used, s->n_expert);
+    if (s->n_group > 1 && (s->n_expert % s->n_group || s->topk_group < 1 || s->topk_group >= s->n_group))
+        return sl_errf(err, "expert groups %u / used %u do not fit %u experts", s->n_group, s->topk_group,
+                       s->n_expert);
+    if (s->n_group >= s->n_expert)
+        return sl_errf(err, "%u expert groups need more than %u experts", s->n_group, s->n_expert);
+    return 0;
+}
+
+int synth_shape_check(const synth_shape *s, sl_err *err)
+{
+    if (s->n_layer < 1 || s->n_layer > 4096) return sl_errf(err, "%u layers (must be 1..4096)", s->n_layer);
+    if (s->n_embd < 32 || s->n_embd % 32) return sl_errf(err, "n_embd %u must be a positive multiple of 32", s->n_embd);
+    if (s->n_head < 1 || s->n_ff_exp < 32 || s->n_ff_exp % 32)
+        return sl_errf(err, "n_head %u / expert FFN width %u (a multiple of 32) invalid", s->n_head, s->n_ff_exp);
+    if (check_moe(s, err)) return -1;
+    if (s->family == SYNTH_QWEN3MOE) {
+        if (s->head_dim < 2 || s->head_dim % 32 || s->n_head_kv < 1 || s->n_head % s->n_head_kv)
+            return sl_errf(err, "heads %u/%u with head_dim %u invalid (head_dim a multiple of 32)", s->n_head,
+                           s->n_head_kv, s->head_dim);
+        return 0;
+    }
+    if (s->n_dense_lead >= s->n_layer)
+        return sl_errf(err, "%u layers with %u leading dense layers leaves no MoE layer", s->n_layer, s->n_dense_lead);
+    if (s->n_dense_lead && (s->n_ff < 32 || s->n_ff % 32))
+        return sl_errf(err, "dense FFN width %u must be a multiple of 32", s->n_ff);
+    if (s->kv_lora < 32 || s->kv_lora % 32 || s->qk_nope < 32 || s->qk_nope % 32 || s->qk_rope < 2 ||
+        s->qk_rope % 2 || s->v_head < 32 || s->v_head % 32 || s->q_lora % 32)
+        return sl_errf(err, "MLA widths (kv_lora %u, qk_nope %u, qk_rope %u, v_head %u, q_lora %u) must be multiples of 32",
+                       s->kv_lora, s->qk_nope, s->qk_rope, s->v_head, s->q_lora);
+    /* llama.cpp (deepseek2.cpp) calls 26- and 27-layer models "lite" and then
+     * neither reads q_lora_rank nor loads attn_q_a/attn_q_b */
+    if (s->q_lora && (s->n_layer == 26 || s->n_layer == 27))
+        return sl_errf(err, "llama.cpp takes any deepseek2 model with 26 or 27 layers for DeepSeek-V2-Lite "
+                            "(no q_lora) and would not load this one's attn_q_a/attn_q_b; use another layer count");
+    return 0;
+}
+
+/* ---- overrides: NAME=VALUE on any integer or float field ---- */
+
+typedef struct {
+    const char *name;
+    size_t off;
+    bool is_float;
+} field;
+
+#define U(f) {#f, offsetof(synth_shape, f), false}
+#define F(f) {#f, offsetof(synth_shape, f), true}
+static const field FIELDS[] = {
+    U(n_layer), U(n_embd), U(n_head), U(n_head_kv), U(head_dim), U(n_ff), U(n_ff_exp), U(n_expert),
+    U(n_expert_used), U(n_expert_shared), U(n_dense_lead), U(q_lora), U(kv_lora), U(qk_nope), U(qk_rope),
+    U(v_head), U(n_ctx_train), U(n_group), U(topk_group), F(rope_base), F(rms_eps), F(weights_scale),
+};
+#undef U
+#undef F
+
+int synth_shape_set(synth_shape *s, const char *name, const char *value, sl_err *err)
+{
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++) {
+        if (strcmp(FIELDS[i].name, name) != 0) continue;
+        char *end;
+        if (FIELDS[i].is_float) {
+            float v = strtof(value, &end);
+            if (end == value || *end) return sl_errf(err, "%s: '%s' is not a number", name, value);
+            memcpy((char *)s + FIELDS[i].off, &v, sizeof v);
+        } else {
+            unsigned long long v = strtoull(value, &end, 10);
+            if (end == value || *end || *value == '-' || v > 1000000000ull)
+                return sl_errf(err, "%s: '%s' is not a count", name, value);
+            uint32_t u = (uint32_t)v;
+            memcpy((char *)s + FIELDS[i].off, &u, sizeof u);
+        }
+        return 0;
+    }
+    return sl_errf(err, "unknown shape field '%s'", name);
+}
