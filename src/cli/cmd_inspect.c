@@ -203,7 +203,7 @@ static void print_json(const gguf_file *g, const model_summary *s, const mem_pla
 
 static void inspect_usage(void)
 {
-    printf("usage: sluice inspect [-m] MODEL.gguf [--json] [--mem SIZE [-c CTX] [-t N] [-b N] [--pin SIZE]]\n"
+    printf("usage: sluice inspect [-m] MODEL.gguf [--json] [--mem SIZE [-c CTX] [-t N] [-b N] [--kv MODE] [--pin SIZE]]\n"
            "  Prints the architecture and hyperparameters, the tokenizer, every tensor\n"
            "  (name, type, shape, bytes, offset) and how the weights split into the\n"
            "  resident spine and the routed experts that are streamed from disk.\n"
@@ -236,6 +236,8 @@ static int parse_inspect(int argc, char **argv, inspect_args *a)
             int64_t b = cli_parse_size(argv[++i]);
             if (b <= 0) return cli_fail("--pin: expected a size like 1G, got '%s'", v), -1;
             a->eo.pin = (uint64_t)b;
+        } else if (!strcmp(o, "--kv") && v) {
+            if (cli_stream_option(CLI_OPT_KV, argv[++i], &a->eo) < 0) return -1;
         } else if ((!strcmp(o, "-c") || !strcmp(o, "-t") || !strcmp(o, "-b")) && v) {
             if (cli_parse_int(o, argv[++i], 1, 1L << 24, &n)) return -1;
             if (o[1] == 'c') a->eo.n_ctx = (int32_t)n;

@@ -114,7 +114,7 @@ static uint64_t run_buffers(const sl_model *m) { return (uint64_t)model_n_vocab(
 static int make_plan(sl_engine *e, uint64_t slot_bytes, sl_err *err)
 {
     const sl_model *m = e->model;
-    int threads = pool_threads(e->pool) > 0 ? pool_threads(e->pool) : cpu_physical_cores();
+    int threads = e->pool ? pool_threads(e->pool) : e->opts.threads > 0 ? e->opts.threads : cpu_physical_cores();
     mem_plan_in in = {
         .total = e->opts.mem,
         .spine = model_spine_bytes(m),
@@ -137,6 +137,10 @@ static void choose_mode(sl_engine *e, const gguf_file *g)
     const expert_layout *L = model_expert_layout(e->model);
     e->streaming = L && (e->opts.mem > 0 || e->opts.io_set || e->opts.pack);
     e->io = e->opts.io;
+    if (e->streaming && !e->opts.mem) { /* --io or --pack without a budget: what is available */
+        e->opts.mem = engine_available_memory() / 10 * 8;
+        return;
+    }
     if (!L || e->streaming) return;
     uint64_t need = model_spine_bytes(e->model) + all_expert_bytes(L) +
                     session_kv_bytes(e->model, e->n_ctx, e->opts.kv_mode);
