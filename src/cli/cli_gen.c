@@ -30,26 +30,6 @@ bool cli_is_bundled(const char *path)
     return !strncmp(rfile, rdir, k) && rfile[k] == '/' && !strchr(rfile + k + 1, '/');
 }
 
-static int32_t default_ctx(int32_t n, bool bundled)
-{
-    if (n <= 0 || n > CLI_MAX_DEFAULT_CTX) n = CLI_MAX_DEFAULT_CTX;
-    if (bundled && n > CLI_BUNDLED_CTX) n = CLI_BUNDLED_CTX;
-    return n;
-}
-
-int32_t cli_default_ctx(const sl_model *m, bool bundled) { return default_ctx(model_n_ctx_train(m), bundled); }
-
-int32_t cli_default_ctx_of(const gguf_file *g, bool bundled)
-{
-    const gguf_str *arch;
-    uint32_t n = 0;
-    char key[96];
-    if (gguf_get_str(g, "general.architecture", &arch, NULL) == 1) {
-        snprintf(key, sizeof key, "%s.context_length", arch->s);
-        gguf_get_u32(g, key, &n, NULL);
-    }
-    return default_ctx(n > INT32_MAX ? 0 : (int32_t)n, bundled);
-}
 
 /* SLUICE_FAULT_READ=N turns the Nth completed expert read into EIO: how
  * the end-to-end tests check that a failed read stops the run with a clear
@@ -81,16 +61,8 @@ int cli_model_open(cli_model *cm, const cli_model_opts *o)
     eo.threads = o->threads;
     eo.no_session = o->model_only;
     eo.n_ctx = o->n_ctx;
+    eo.n_ctx_cap = cm->bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
     arm_fault(cm, &eo);
-    if (eo.n_ctx <= 0) {
-        /* the default context needs the model's training length: read it
-         * from the metadata before the weights */
-        gguf_file *g;
-        sl_err err;
-        if (gguf_open(&g, cm->path, &err)) return FAIL("%s", err.msg);
-        eo.n_ctx = cli_default_ctx_of(g, cm->bundled);
-        gguf_close(g);
-    }
     sl_err err;
     if (engine_open(&cm->eng, &eo, &err)) return FAIL("%s", err.msg);
     cm->model = cm->eng.model;

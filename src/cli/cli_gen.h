@@ -88,10 +88,6 @@ void cli_model_close(cli_model *cm);
 /* Whether PATH is one of the bundled models (in the checkout's models/). */
 bool cli_is_bundled(const char *path);
 
-/* min(training context, 4096), and at most CLI_BUNDLED_CTX for the bundled model. */
-int32_t cli_default_ctx(const sl_model *m, bool bundled);
-/* The same from the file's metadata alone (before loading weights). */
-int32_t cli_default_ctx_of(const gguf_file *g, bool bundled);
 
 /* A seed from the OS (getrandom), never 0xFFFFFFFF (which means "random"). */
 uint32_t cli_random_seed(void);

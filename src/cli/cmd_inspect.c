@@ -152,11 +152,12 @@ static json_t *summary_json(const model_summary *s)
 }
 
 /* The --mem plan: what the budget holds, and how many experts fit. */
-static void print_plan(const mem_plan *p, int32_t n_ctx, bool json_out)
+static void print_plan(const mem_plan *p, bool json_out)
 {
     if (json_out) return; /* part of the JSON object */
     char b[7][32];
-    printf("\nmemory plan for --mem %s (context %d):\n", cli_fmt_bytes(p->total, b[0], 32), (int)n_ctx);
+    printf("\nmemory plan for --mem %s (context %d, batch %d):\n", cli_fmt_bytes(p->total, b[0], 32), (int)p->n_ctx,
+           (int)p->n_batch);
     printf("  spine (resident):    %s\n", cli_fmt_bytes(p->spine, b[1], 32));
     printf("  KV cache:            %s\n", cli_fmt_bytes(p->kv, b[2], 32));
     printf("  scratch:             %s\n", cli_fmt_bytes(p->scratch, b[3], 32));
@@ -170,7 +171,8 @@ static void print_plan(const mem_plan *p, int32_t n_ctx, bool json_out)
 
 static json_t *plan_json(const mem_plan *p)
 {
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "total", (json_int_t)p->total, "spine",
+    return json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (int)p->n_ctx, "n_batch",
+                     (int)p->n_batch, "total", (json_int_t)p->total, "spine",
                      (json_int_t)p->spine, "kv", (json_int_t)p->kv, "scratch", (json_int_t)p->scratch, "runtime",
                      (json_int_t)(p->runtime + p->meta), "cache", (json_int_t)p->cache, "slot_bytes",
                      (json_int_t)p->slot_bytes, "experts_cached", (json_int_t)p->slots, "experts",
@@ -259,10 +261,7 @@ int cmd_inspect(int argc, char **argv)
     sl_err err;
     mem_plan plan;
     if (a.eo.mem) {
-        gguf_file *g0;
-        if (gguf_open(&g0, path, &err)) return cli_fail("%s", err.msg);
-        if (a.eo.n_ctx <= 0) a.eo.n_ctx = cli_default_ctx_of(g0, !a.path || cli_is_bundled(path));
-        gguf_close(g0);
+        a.eo.n_ctx_cap = !a.path || cli_is_bundled(path) ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
         if (engine_plan(path, &a.eo, &plan, &err)) return cli_fail("%s", err.msg);
     }
     gguf_file *g;
@@ -274,7 +273,7 @@ int cmd_inspect(int argc, char **argv)
     }
     if (a.json) print_json(g, &s, a.eo.mem ? &plan : NULL);
     else print_text(g, &s);
-    if (a.eo.mem) print_plan(&plan, a.eo.n_ctx, a.json);
+    if (a.eo.mem) print_plan(&plan, a.json);
     model_summary_free(&s);
     gguf_close(g);
     return 0;

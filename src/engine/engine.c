@@ -127,7 +127,9 @@ static int make_plan(sl_engine *e, uint64_t slot_bytes, sl_err *err)
         .threads = threads,
         .metadata = model_gguf(m)->parts[0].data_off,
     };
-    return mem_plan_make(&e->plan, &in, err);
+    if (mem_plan_make(&e->plan, &in, err)) return -1;
+    e->plan.n_ctx = e->n_ctx, e->plan.n_batch = e->n_batch;
+    return 0;
 }
 
 /* Decides RAM or streaming.  An explicit --mem or --io streams; otherwise
@@ -213,6 +215,13 @@ static int start_streaming(sl_engine *e, sl_err *err)
     return 0;
 }
 
+static int32_t default_ctx(const sl_model *m, const engine_opts *o)
+{
+    if (o->n_ctx > 0) return o->n_ctx;
+    int32_t n = model_n_ctx_train(m);
+    return o->n_ctx_cap > 0 && (n <= 0 || n > o->n_ctx_cap) ? o->n_ctx_cap : n;
+}
+
 int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
 {
     memset(e, 0, sizeof *e);
@@ -220,7 +229,7 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
     e->t_start = now_s();
     model_opts mo = {.defer_experts = true};
     if (model_load(&e->model, o->model_path, &mo, err)) return -1;
-    e->n_ctx = o->n_ctx > 0 ? o->n_ctx : model_n_ctx_train(e->model);
+    e->n_ctx = default_ctx(e->model, o);
     if (!o->no_session) {
         e->pool = pool_create(o->threads);
         if (!e->pool) {
@@ -320,7 +329,7 @@ int engine_plan(const char *model_path, const engine_opts *o, mem_plan *plan, sl
     sl_engine e = {.opts = *o};
     model_opts mo = {.dry_run = true};
     if (model_load(&e.model, model_path, &mo, err)) return -1;
-    e.n_ctx = o->n_ctx > 0 ? o->n_ctx : model_n_ctx_train(e.model);
+    e.n_ctx = default_ctx(e.model, o);
     e.n_batch = batch_for(&e, true);
     const expert_layout *L = model_expert_layout(e.model);
     int rc = L ? make_plan(&e, store_slot_bytes(L), err)

@@ -18,7 +18,8 @@
 
 typedef struct {
     const char *model_path;
-    int32_t n_ctx;            /* <= 0: the model's training context */
+    int32_t n_ctx;            /* <= 0: the model's training context, at most n_ctx_cap */
+    int32_t n_ctx_cap;        /* cap on the default context (0: none) */
     int threads;              /* <= 0: physical cores */
     int32_t n_batch;          /* tokens per layer-major pass; 0: default */
     sl_kv_mode kv_mode;

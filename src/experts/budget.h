@@ -25,6 +25,7 @@ typedef struct {
     int64_t slots;         /* experts the cache holds */
     int64_t experts;       /* routed experts in the model (layers x experts) */
     uint64_t unused;       /* budget left over (less than one slot) */
+    int32_t n_ctx, n_batch; /* what KV and scratch were planned for */
 } mem_plan;
 
 typedef struct {
