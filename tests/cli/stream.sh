@@ -76,6 +76,21 @@ for cfg in "--mem 200M" "--mem $M20" "--mem $M4" "--mem $M4t1 -t 1" "--mem $M6 -
     fi
 done
 
+# ---- from a multi-drive pack (two directories on this machine's one disk) ----
+mkdir -p "$T/d1" "$T/d2"
+if "$BIN" pack "$MODEL" --drive "$T/d1" --drive "$T/d2" --replicate-hot 0.25 -o "$T/tiny.pack" >/dev/null 2>"$T/pack.err"; then
+    for cfg in "--mem $M6" "--mem $M6 --verify" "--mem $M4t1 --io pread -t 1"; do
+        # shellcheck disable=SC2086
+        if gen "$MODEL" "$T/p" -n 40 -p "$P" --pack "$T/tiny.pack" $cfg; then
+            same_run "stream tinymoe --pack (2 drives) $cfg = in RAM" "$T/ram" "$T/p"
+        else
+            notok "stream tinymoe --pack (2 drives) $cfg = in RAM" "$(head -c 300 "$T/p.err")"
+        fi
+    done
+else
+    notok "stream: sluice pack" "$(head -c 300 "$T/pack.err")"
+fi
+
 # the budget really forced eviction and the figures add up
 "$BIN" run -m "$MODEL" --json --temp 0 -n 40 -p "$P" --mem "$M6" >"$T/f.json" 2>"$T/f.err"
 if python3 - "$T/f.json" <<'EOF'
