@@ -14,7 +14,7 @@ n_shared=0
 for f in models/*.gguf "$SHARED"/models/*.gguf "$SHARED"/models/arch/*.gguf "$SHARED"/vocab/*.gguf; do
     [ -f "$f" ] || continue
     case $f in "$SHARED"/*) n_shared=$((n_shared + 1)) ;; esac
-    if out=$("$BIN" inspect --json "$f" 2>&1) && echo "$out" | python3 -c "
+    if out=$("$BIN" inspect --json "$f" 2>&1) && printf "%s\n" "$out" | python3 -c "
 import json, sys
 o = json.load(sys.stdin); s = o['summary']
 total = sum(t['bytes'] for t in o['tensors'])
@@ -25,7 +25,7 @@ assert (s['moe_layers'] > 0) == (experts > 0), 'moe layers'
 " 2>/dev/null; then
         echo "ok inspect $f: spine + experts = tensor bytes"
     else
-        echo "not ok inspect $f: $(echo "$out" | head -c 200)"
+        echo "not ok inspect $f: $(printf "%s" "$out" | head -c 200)"
         fails=$((fails + 1))
     fi
 done
