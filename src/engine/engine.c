@@ -191,6 +191,9 @@ static void drop_file_cache(const gguf_file *g)
 static int start_streaming(sl_engine *e, sl_err *err)
 {
     const expert_layout *L = model_expert_layout(e->model);
+    /* before the cache takes its memory: under a cgroup limit the kernel
+     * would otherwise have to reclaim these pages to make room */
+    drop_file_cache(model_gguf(e->model));
     expert_source *src;
     if (make_source(e, &src, err)) return -1;
     uint64_t slot = src ? src->ops->slot_bytes(src) : store_slot_bytes(L);
@@ -211,7 +214,6 @@ static int start_streaming(sl_engine *e, sl_err *err)
     store_stats st;
     expert_store_stats(e->store, &st);
     snprintf(e->info, sizeof e->info, "%s", st.heat_note);
-    drop_file_cache(model_gguf(e->model));
     return 0;
 }
 
