@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "experts/layout.h"
 #include "experts/provider.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
@@ -29,6 +30,14 @@ typedef struct {
      * does not own it unless own_provider is set. */
     expert_provider *provider;
     bool own_provider;
+    /* Attach no provider at load: the caller builds one from
+     * model_expert_layout() (e.g. the SSD store, sized by the memory plan)
+     * and hands it over with model_set_provider() before evaluating. */
+    bool defer_experts;
+    /* Check every key and tensor and size the spine, but read no weights
+     * and attach no provider: for planning (sluice inspect --mem).  Such a
+     * model must not be evaluated. */
+    bool dry_run;
 } model_opts;
 
 int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err);
@@ -43,6 +52,17 @@ int32_t model_n_ctx_train(const sl_model *m);
 int32_t model_n_layer(const sl_model *m);
 int32_t model_n_embd(const sl_model *m);
 int32_t model_n_expert(const sl_model *m); /* routed experts per MoE layer, 0 if dense */
+int32_t model_n_expert_used(const sl_model *m);
+
+/* Where the routed experts live (NULL for dense models). */
+const expert_layout *model_expert_layout(const sl_model *m);
+/* Loads every routed expert into RAM (after defer_experts). */
+int model_attach_ram_experts(sl_model *m, sl_err *err);
+/* Replaces the expert provider (the old one is destroyed if owned). */
+void model_set_provider(sl_model *m, expert_provider *p, bool own);
+expert_provider *model_provider(const sl_model *m);
+/* Bytes of weights held in RAM for the spine (everything but routed experts). */
+uint64_t model_spine_bytes(const sl_model *m);
 
 /* KV cache precision and attention algorithm, as llama.cpp's context
  * parameters type_k/type_v and flash_attn choose them (see docs/ARCH.md). */
@@ -63,8 +83,20 @@ typedef enum {
 
 typedef struct {
     sl_kv_mode kv_mode;
+    /* Most tokens one layer-major pass takes (0: default 512).  A prompt up
+     * to this long is routed as one batch at every layer, so each routed
+     * expert is fetched once per layer, not once per micro-batch. */
+    int32_t n_batch;
     sl_prefetch_mode prefetch;
 } session_opts;
+
+/* Bytes of KV cache a session of n_ctx tokens allocates. */
+uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode);
+/* Upper bound of the scratch a session allocates for passes of up to
+ * n_batch tokens with n_ctx context and n_threads threads. */
+uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch, int n_threads);
+/* Scratch this session has allocated so far (never above the bound). */
+uint64_t session_scratch_allocated(const sl_session *s);
 
 /* n_ctx: KV capacity in tokens (<= 0: the model's training context). */
 int session_create(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, sl_err *err);

@@ -43,6 +43,7 @@ struct sl_session {
     int n_threads;
     sl_kv_mode kv_mode;
     int32_t n_ctx, pos;
+    int32_t n_batch; /* most tokens per layer-major pass */
     size_t kv_elt; /* bytes per cached element: 4 (f32) or 2 (f16) */
     kv_layer *kv;
     void *scr[SCR_COUNT];

@@ -69,6 +69,7 @@ typedef struct {
     int *ready, n_ready;    /* FIFO of request indices ready to hand out */
     int ready_head;
     int n_done;             /* requests handed out */
+    double busy_since;      /* when the in-flight count last left zero */
     store_stats st;
 } store;
 
@@ -129,6 +130,7 @@ static int submit_plan(store *s, int slot, sl_err *err)
     ss->chunks_left = rp->n;
     ss->expect = rp->expect;
     ss->got = 0;
+    if (s->io->ops->pending(s->io) == 0) s->busy_since = now_s();
     return s->io->ops->submit(s->io, rp->req, rp->n, err);
 }
 
@@ -203,6 +205,7 @@ static int reap_one(store *s, sl_err *err)
     double t1 = now_s();
     s->st.io_wait_s += t1 - t0;
     if (rc) return -1;
+    if (s->io->ops->pending(s->io) == 0) s->st.read_busy_s += t1 - s->busy_since;
     int slot = tag_slot(tag);
     slot_state *ss = &s->slot[slot];
     s->st.reads++;
@@ -269,7 +272,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     for (int i = 0; i < n; i++) {
         s->ids[i] = ids[i];
         uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
-        s->st.distinct += !*u;
+        if (!*u) s->st.distinct++, s->st.distinct_bytes += expert_layout_bytes(s->L, layer);
         *u = 1;
         s->st.bytes_requested += expert_layout_bytes(s->L, layer);
         if (s->cfg.io == STORE_IO_MMAP) {
