@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "arch/arch.h"
 #include "arch/model.h"
 #include "arch/pilot.h"
 #include "experts/layout.h"
@@ -539,6 +540,69 @@ static void off_case(const golden *g)
     t_end();
 }
 
+/* ------------------------------------ other MoE architectures */
+
+/* The shared arch fixtures (group-limited sigmoid routing with selection
+ * bias, leading dense layers, Mixtral): the prompt's first half as a batch,
+ * the rest one token at a time; logits bit-identical in every mode, and the
+ * statistics cover every MoE layer and every single-token step. */
+static void arch_case(const char *fx)
+{
+    char rel[160], name[160];
+    snprintf(rel, sizeof rel, "models/arch/%s.gguf", fx);
+    snprintf(name, sizeof name, "arch %s: logits bit-identical with prefetch off/next/auto", fx);
+    const char *path = t_shared(rel);
+    snprintf(rel, sizeof rel, "golden/arch/%s.json", fx);
+    const char *jpath = t_shared(rel);
+    if (!path || !jpath) {
+        t_skip(name, "../shared fixtures not found");
+        return;
+    }
+    t_begin(name);
+    json_error_t je;
+    json_t *j = json_load_file(jpath, 0, &je);
+    json_t *toks = json_object_get(json_array_get(json_object_get(j, "prompts"), 0), "tokens");
+    int n = (int)json_array_size(toks), half = n / 2;
+    int32_t ids[64];
+    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+    sl_model *m = NULL;
+    sl_err err;
+    T_CHECK(n >= 4 && n <= 64, "%s: %d prompt tokens", jpath, n);
+    if (!t_cur.failed && model_load(&m, path, NULL, &err)) T_CHECK(0, "%s", err.msg);
+    float *ref = NULL;
+    for (int mi = 0; m && mi < 3 && !t_cur.failed; mi++) {
+        static const sl_prefetch_mode modes[] = {SL_PREFETCH_OFF, SL_PREFETCH_NEXT, SL_PREFETCH_AUTO};
+        session_opts so = {.prefetch = modes[mi]};
+        sl_session *s = NULL;
+        size_t nv = (size_t)model_n_vocab(m);
+        float *lg = malloc(sizeof(float) * nv * (size_t)n);
+        int rc = !lg || session_create_opts(&s, m, 128, NULL, &so, &err);
+        if (!rc) rc = session_eval(s, ids, half, lg, true, &err);
+        for (int i = half; !rc && i < n; i++) rc = session_eval(s, ids + i, 1, lg + nv * (size_t)i, false, &err);
+        T_CHECK(!rc, "%s: %s", sl_prefetch_mode_name(modes[mi]), lg ? err.msg : "out of memory");
+        if (!rc && ref)
+            T_CHECK(memcmp(lg, ref, sizeof(float) * nv * (size_t)n) == 0, "prefetch %s changed the logits",
+                    sl_prefetch_mode_name(modes[mi]));
+        sl_prefetch_stats st;
+        if (!rc && s) session_prefetch_stats(s, &st);
+        if (!rc && mi > 0) {
+            int moe = 0;
+            for (int l = 0; l < model_n_layer(m); l++) moe += l >= m->hp.n_layer_dense_lead;
+            T_CHECK(st.n_layers == moe && st.steps == (uint64_t)(n - half) && st.predicted > 0 &&
+                        st.recall >= 0 && st.recall <= 1,
+                    "%s: %d of %d MoE layers, %llu steps, recall %g", sl_prefetch_mode_name(modes[mi]), st.n_layers,
+                    moe, (unsigned long long)st.steps, st.recall);
+        }
+        if (!ref && !rc) ref = lg, lg = NULL;
+        free(lg);
+        session_free(s);
+    }
+    free(ref);
+    model_free(m);
+    json_decref(j);
+    t_end();
+}
+
 /* ------------------------------------------------ estimator, chooser */
 
 static void estimator_case(void)
@@ -600,7 +664,6 @@ static void chooser_case(void)
 
 int main(void)
 {
-    (void)t_shared, (void)t_skip;
     estimator_case();
     chooser_case();
     golden g;
@@ -619,5 +682,8 @@ int main(void)
         ram_case(&g, modes[i], &st, layers);
         recorded_case(&g, modes[i], st.n_layers == NL ? &st : NULL);
     }
+    static const char *const ARCH[] = {"qwen3moe-a3b-F16", "deepseek2-kimik2-F16", "deepseek2-dsv3-F16",
+                                       "llama-mixtral-Q4_0"};
+    for (int i = 0; i < 4; i++) arch_case(ARCH[i]);
     return t_done();
 }

@@ -70,6 +70,14 @@ int pilot_create(pilot **out, const sl_model *m, sl_prefetch_mode mode, sl_err *
     return 0;
 }
 
+uint64_t pilot_bytes(const sl_model *m)
+{
+    const hparams *hp = &m->hp;
+    uint64_t L = (uint64_t)hp->n_layer, K = (uint64_t)hp->n_expert_used;
+    return sizeof(pilot) + L * (sizeof(pilot_layer) + sizeof(sl_prefetch_layer)) +
+           L * ((uint64_t)hp->n_expert + K) * sizeof(int32_t) + (uint64_t)hp->n_vocab * K * sizeof(int16_t);
+}
+
 void pilot_free(pilot *p)
 {
     if (!p) return;

@@ -41,6 +41,8 @@
 /* NULL (and 0) for SL_PREFETCH_OFF or a model without routed experts. */
 int pilot_create(pilot **out, const sl_model *m, sl_prefetch_mode mode, sl_err *err);
 void pilot_free(pilot *p);
+/* Bytes pilot_create allocates for model M (the token table is most of it). */
+uint64_t pilot_bytes(const sl_model *m);
 
 /* A new micro-batch of the T TOKENS (kept until its last layer); DECODE:
  * it is a single-token evaluation (only those count in the statistics). */

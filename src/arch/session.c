@@ -155,7 +155,7 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     if (E) f += T * D + T * E + K + 3 * T * K;                             /* the predictor's (pilot.c) */
     uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;
     bytes += 3 * (T * widest_row(hp) * sizeof(float) + T * 64);           /* converted activations */
-    if (E) bytes += T * D * sizeof(float) + T * 64;                        /* ACT_P: the predictor's router input */
+    if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
     sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
     bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);
     return bytes;
