@@ -9,7 +9,9 @@
  *                        [--modes off,next,auto] [--slots N] [--io uring|pread] [--mbps R] [--reps N]
  *
  * --slots N: experts come from the store with N cache slots (else in RAM);
- * --mbps R:  the store reads through a simulated drive of R MB/s (pread backend).
+ * --mbps R:  the store reads through a simulated drive of R MB/s (pread backend);
+ * --no-hint: predictions are made and scored but never reach the store (the
+ *            cost of predicting, without the cost or gain of the reads).
  * Prints a hash of every decode step's logits per mode: equal hashes = the
  * modes produced identical bits.  Timings are noisy on a shared machine:
  * --reps runs the modes interleaved and reports medians. */
@@ -27,7 +29,7 @@
 
 typedef struct {
     const char *model, *trace, *modes;
-    int threads, windows, len, prefill, slots, reps;
+    int threads, windows, len, prefill, slots, reps, no_hint;
     double mbps;
     store_io io;
 } args;
@@ -96,6 +98,35 @@ static int make_store(const args *a, gguf_file **g, expert_layout *L, expert_pro
     return expert_store_create(p, L, &cfg, err);
 }
 
+/* The store without its hint op: forwards everything else. */
+typedef struct {
+    expert_provider base;
+    expert_provider *inner;
+} no_hint;
+
+static int nh_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
+{
+    expert_provider *in = ((no_hint *)p)->inner;
+    return in->ops->begin(in, layer, ids, n, err);
+}
+static int nh_next(expert_provider *p, expert_view *v, sl_err *err)
+{
+    expert_provider *in = ((no_hint *)p)->inner;
+    return in->ops->next(in, v, err);
+}
+static void nh_release(expert_provider *p, int i)
+{
+    expert_provider *in = ((no_hint *)p)->inner;
+    in->ops->release(in, i);
+}
+static void nh_end(expert_provider *p, int layer)
+{
+    expert_provider *in = ((no_hint *)p)->inner;
+    in->ops->end(in, layer);
+}
+static void nh_destroy(expert_provider *p) { free(p); }
+static const expert_provider_ops NO_HINT_OPS = {nh_begin, nh_next, nh_release, nh_end, NULL, nh_destroy};
+
 static int run_mode(const args *a, sl_prefetch_mode mode, const int32_t *toks, int wlen, sl_pool *pool, result *r)
 {
     sl_err err;
@@ -108,7 +139,8 @@ static int run_mode(const args *a, sl_prefetch_mode mode, const int32_t *toks, i
     int rc = -1;
     memset(r, 0, sizeof *r);
     if (a->slots > 0 && make_store(a, &g, &L, &prov, &err)) goto fail;
-    model_opts mo = {.provider = prov};
+    no_hint nh = {{&NO_HINT_OPS}, prov};
+    model_opts mo = {.provider = prov && a->no_hint ? &nh.base : prov};
     session_opts so = {.prefetch = mode};
     if (model_load(&m, a->model, &mo, &err) || session_create_opts(&s, m, a->len, pool, &so, &err)) goto fail;
     lg = malloc(sizeof(float) * (size_t)model_n_vocab(m));
@@ -164,6 +196,18 @@ static void print_layers(const result *r)
     printf("| all | %.1f%% | %.1f%% | | | | | | | |\n", 100 * r->pf.recall, 100 * r->pf.precision);
 }
 
+static void print_ranks(const result *r)
+{
+    printf("\nprecision of the hinted experts by router rank:\n\n| layer | rank 1 | rank 2 | rank 3 | rank 4 |\n"
+           "|---|---|---|---|---|\n");
+    for (int i = 0; i < r->pf.n_layers; i++) {
+        const sl_prefetch_layer *l = &r->pf.layers[i];
+        printf("| %d |", l->layer);
+        for (int k = 0; k < 4; k++) printf(" %.1f%% |", 100 * l->rank_precision[k]);
+        printf("\n");
+    }
+}
+
 static void print_store(const result *r)
 {
     const store_stats *st = &r->st;
@@ -188,7 +232,7 @@ static int parse(int argc, char **argv, args *a)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (o[0] != '-') { a->model = o; continue; }
-        if (!v) return fprintf(stderr, "%s needs a value\n", o), -1;
+        if (!v && strcmp(o, "--no-hint")) return fprintf(stderr, "%s needs a value\n", o), -1;
         i++;
         if (!strcmp(o, "-t")) a->threads = atoi(v);
         else if (!strcmp(o, "--trace")) a->trace = v;
@@ -200,6 +244,7 @@ static int parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--reps")) a->reps = atoi(v);
         else if (!strcmp(o, "--mbps")) a->mbps = atof(v), a->io = STORE_IO_PREAD;
         else if (!strcmp(o, "--io")) a->io = (store_io)store_io_parse(v);
+        else if (!strcmp(o, "--no-hint")) a->no_hint = 1, i--;
         else return fprintf(stderr, "unknown option %s\n", o), -1;
     }
     if (a->prefill < 1 || a->len <= a->prefill || a->reps < 1 || (int)a->io < 0)
@@ -228,7 +273,9 @@ int main(int argc, char **argv)
     printf("%s: %d windows x %d tokens (prefill %d, then %d decode steps each), %s, %d threads\n", a.model,
            a.windows, a.len, a.prefill, a.len - a.prefill,
            a.slots ? "SSD store" : "experts in RAM", a.threads);
-    if (a.slots) printf("store: %d slots, io %s%s\n", a.slots, store_io_name(a.io), a.mbps > 0 ? " (throttled)" : "");
+    if (a.slots)
+        printf("store: %d slots, io %s%s%s\n", a.slots, store_io_name(a.io), a.mbps > 0 ? " (throttled)" : "",
+               a.no_hint ? ", hints withheld" : "");
     sl_pool *pool = pool_create(a.threads);
     static result res[3][16];
     double dec[3][16], wait[3][16];
@@ -247,7 +294,7 @@ int main(int argc, char **argv)
         if (a.slots) printf(", io wait %.3f s median", wait[k][reps / 2]);
         printf("\n");
         if (a.slots) print_store(r);
-        if (r->pf.n_layers) print_layers(r);
+        if (r->pf.n_layers) print_layers(r), print_ranks(r);
     }
     pool_destroy(pool);
     free(toks);

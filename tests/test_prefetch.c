@@ -298,6 +298,7 @@ static int check_order(const recorder *r, sl_prefetch_mode mode)
 
 typedef struct {
     uint64_t steps, hinted, hits, predicted, actual;
+    uint64_t rank_hits[NK], rank_n[NK]; /* by position in the hint (router rank for one token) */
 } counts;
 
 /* Recall and precision recounted from the records: per decode evaluation
@@ -320,7 +321,12 @@ static void recount(const recorder *r, counts out[NL])
             c->hinted++;
             c->predicted += (uint64_t)hint[e->layer]->n;
             for (int a = 0; a < hint[e->layer]->n; a++)
-                for (int b = 0; b < e->n; b++) c->hits += hint[e->layer]->ids[a] == e->ids[b];
+                for (int b = 0; b < e->n; b++) {
+                    int hit = hint[e->layer]->ids[a] == e->ids[b];
+                    c->hits += (uint64_t)hit;
+                    if (a < NK) c->rank_hits[a] += (uint64_t)hit;
+                }
+            for (int a = 0; a < hint[e->layer]->n && a < NK; a++) c->rank_n[a]++;
         }
     }
 }
@@ -342,6 +348,11 @@ static void compare_stats(const char *what, const sl_prefetch_stats *st, const c
         double pr = c[j].predicted ? (double)c[j].hits / (double)c[j].predicted : 0;
         T_CHECK(fabs(l->recall - rc) < 1e-12 && fabs(l->precision - pr) < 1e-12, "%s layer %d: recall %g vs %g",
                 what, j, l->recall, rc);
+        for (int k = 0; k < NK; k++) {
+            double rp = c[j].rank_n[k] ? (double)c[j].rank_hits[k] / (double)c[j].rank_n[k] : 0;
+            T_CHECK(fabs(l->rank_precision[k] - rp) < 1e-12, "%s layer %d rank %d: precision %g vs %g", what, j, k,
+                    l->rank_precision[k], rp);
+        }
         hits += c[j].hits, actual += c[j].actual, predicted += c[j].predicted;
     }
     T_CHECK(st->steps == N_DECODE && fabs(st->recall - (double)hits / (double)actual) < 1e-12 &&

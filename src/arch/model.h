@@ -141,6 +141,7 @@ typedef struct {
     uint64_t src_steps[SL_PRED_COUNT]; /* steps on which each predictor was the one hinted */
     double src_recall[SL_PRED_COUNT];  /* each predictor's recall over all steps (all are computed) */
     float est[SL_PRED_COUNT];          /* auto's online recall estimates (-1: no sample yet) */
+    double rank_precision[8];          /* of the hinted experts by rank (router order), the first 8 ranks */
     int32_t choice;                    /* predictor auto uses now (sl_pred_source), -1 = off */
 } sl_prefetch_layer;
 

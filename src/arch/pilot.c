@@ -22,6 +22,7 @@ typedef struct {
     /* decode-step totals */
     uint64_t steps, hinted_steps, hits, predicted, actual;
     uint64_t src_steps[SL_PRED_COUNT], cand_hits[SL_PRED_COUNT], cand_actual[SL_PRED_COUNT];
+    uint64_t rank_hits[8], rank_hinted[8];
 } pilot_layer;
 
 struct pilot {
@@ -293,6 +294,7 @@ void pilot_observe(sl_session *s, int il, const int32_t *ids)
         else if (l->has_prev) score_one(p, l, SL_PRED_PREV, l->prev, in_a);
         if (!p->decode) continue;
         int h = overlap(l->hint, l->n_hint, in_a);
+        for (int k = 0; k < l->n_hint && k < 8; k++) l->rank_hits[k] += in_a[l->hint[k]], l->rank_hinted[k]++;
         l->steps++;
         l->hits += (uint64_t)h, l->predicted += (uint64_t)l->n_hint, l->actual += (uint64_t)K;
         if (l->n_hint) l->hinted_steps++, l->src_steps[l->choice]++;
@@ -328,6 +330,7 @@ void pilot_stats(pilot *p, sl_prefetch_stats *out)
             o->src_recall[c] = l->cand_actual[c] ? ratio(l->cand_hits[c], l->cand_actual[c]) : -1.0;
             o->est[c] = l->n_est[c] ? l->est[c] : -1.0f;
         }
+        for (int k = 0; k < 8; k++) o->rank_precision[k] = ratio(l->rank_hits[k], l->rank_hinted[k]);
         o->choice = decide(p, l, j > 0);
         out->hits += l->hits, out->predicted += l->predicted, out->actual += l->actual;
         if (l->steps > out->steps) out->steps = l->steps;
