@@ -157,7 +157,8 @@ static int predict(sl_session *s, int j, const float *x, int T, int32_t *ids, sl
  * predicted first (then by best rank, then id), into l->hint. */
 static void build_hint(const pilot *p, pilot_layer *l, const int32_t *pred, int T)
 {
-    int16_t count[512] = {0}, rank[512];
+    int32_t count[512] = {0};
+    int16_t rank[512];
     l->n_hint = 0;
     for (int i = 0; i < T * p->K; i++) {
         int e = pred[i], k = i % p->K;
@@ -200,7 +201,7 @@ static void issue(sl_session *s, int j, int src)
     if (l->n_hint && pr && pr->ops->hint) pr->ops->hint(pr, j, l->hint, l->n_hint);
 }
 
-/* Prediction buffer of SRC for T rows. */
+/* The prediction scratch SLOT, sized for the batch (T x K ids). */
 static int32_t *pred_buf(sl_session *s, int slot, sl_err *err)
 {
     const pilot *p = s->pilot;
