@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "arch/attn.h"
+#include "arch/pilot.h"
 
 enum { DEFAULT_BATCH = 512 };
 
@@ -151,8 +152,10 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     f += max3(dk + kvl, T * F, 0) + T * max3(F, lq, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
     f += T * E + 3 * T * K + 3 * E;                                        /* router */
     f += max3(2 * T * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + T * D; /* R_GATHER, R_ROWS */
+    if (E) f += T * D + T * E + K + 3 * T * K;                             /* the predictor's (pilot.c) */
     uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;
     bytes += 3 * (T * widest_row(hp) * sizeof(float) + T * 64);           /* converted activations */
+    if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
     sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
     bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);
     return bytes;
@@ -197,8 +200,11 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     *out = NULL;
     if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train;
     sl_kv_mode mode = opts ? opts->kv_mode : SL_KV_F16_FLASH;
+    sl_prefetch_mode pf = opts ? opts->prefetch : SL_PREFETCH_AUTO;
     if (mode != SL_KV_F16_FLASH && mode != SL_KV_F32 && mode != SL_KV_F16)
         return sl_errf(err, "unknown KV cache mode %d", (int)mode);
+    if (pf != SL_PREFETCH_AUTO && pf != SL_PREFETCH_OFF && pf != SL_PREFETCH_NEXT)
+        return sl_errf(err, "unknown prefetch mode %d", (int)pf);
     sl_session *s = calloc(1, sizeof *s);
     if (!s) return sl_errf(err, "out of memory");
     s->m = m;
@@ -209,7 +215,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
     s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
-    if (alloc_kv(s, err)) goto fail;
+    if (alloc_kv(s, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
     s->thr_tmp_n = attn_tmp_floats(s);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
     if (!s->thr_tmp) {
@@ -241,11 +247,14 @@ void session_free(sl_session *s)
     for (int i = 0; i < SCR_COUNT; i++) free(s->scr[i]);
     for (int i = 0; i < ACT_COUNT; i++) act_free(&s->act[i]);
     free(s->thr_tmp);
+    pilot_free(s->pilot);
     free(s);
 }
 
 int32_t session_pos(const sl_session *s) { return s->pos; }
 int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
+
+void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
 void session_rewind(sl_session *s, int32_t pos)
 {
@@ -273,7 +282,9 @@ static int output(sl_session *s, const float *x, int r0, int n, float *logits, s
     return linear(s, &s->act[ACT_A], &m->output, NULL, xn, n, logits, err);
 }
 
-static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logits, int out_from, sl_err *err)
+/* DECODE: the evaluation is a single token (prediction statistics count only those). */
+static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logits, int out_from, bool decode,
+                       sl_err *err)
 {
     const sl_model *m = s->m;
     const hparams *hp = &m->hp;
@@ -283,6 +294,7 @@ static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logit
     embed(s, tokens, T, x);
     for (int t = 0; t < T; t++) rope_cache(&hp->rope, s->pos + t, rope + (size_t)t * hp->n_rot);
     batch b = {.T = T, .pos0 = s->pos, .rope = rope};
+    pilot_ubatch(s->pilot, tokens, T, decode);
     for (int il = 0; il < hp->n_layer; il++)
         if (m->ops->layer(s, il, &b, err)) return -1;
     if (out_from < T && output(s, x, out_from, T - out_from, logits, err)) return -1;
@@ -305,7 +317,7 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
         bool last = off + T == n;
         int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
         float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
-        if (eval_ubatch(s, tokens + off, T, dst, out_from, err)) return -1;
+        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) return -1;
     }
     return 0;
 }

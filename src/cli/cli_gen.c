@@ -89,7 +89,10 @@ const char CLI_STREAM_HELP[] =
     "  --verify             check every pack record's checksum on read\n"
     "  -b, --batch-size N   most prompt tokens per layer-major pass (streaming: each expert is\n"
     "                       read once per layer per pass; default 512 in RAM, 2048 streaming)\n"
-    "  --kv MODE            KV cache: f16 (default, flash attention like llama.cpp), f32, f16-noflash\n";
+    "  --kv MODE            KV cache: f16 (default, flash attention like llama.cpp), f32, f16-noflash\n"
+    "  --prefetch MODE      predict the next layer's experts and read them ahead: auto (default: per\n"
+    "                       layer the best predictor, off where none pays), next (always the\n"
+    "                       next layer's router), off\n";
 
 static int parse_size(const char *name, const char *arg, uint64_t *out)
 {
@@ -125,6 +128,12 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
     case CLI_OPT_PACK: eo->pack = arg; return 1;
     case CLI_OPT_VERIFY: eo->verify = true; return 1;
     case CLI_OPT_KV: return parse_kv(arg, &eo->kv_mode) ? -1 : 1;
+    case CLI_OPT_PREFETCH: {
+        int m = sl_prefetch_mode_parse(arg);
+        if (m < 0) return FAIL("--prefetch: expected auto, next or off, got '%s'", arg);
+        eo->prefetch = (sl_prefetch_mode)m;
+        return 1;
+    }
     case 'b':
         if (cli_parse_int("-b", arg, 1, 1L << 20, &v)) return -1;
         eo->n_batch = (int32_t)v;
@@ -161,6 +170,64 @@ void cli_stream_stats(const sl_engine *e, gen_stats *st)
     st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;
     st->read_gbps = ss.read_gbps;
     st->prefill_read_amplification = ss.prefill_read_amplification;
+}
+
+void cli_print_prefetch(FILE *f, sl_engine *e)
+{
+    sl_prefetch_stats ps;
+    session_prefetch_stats(e->session, &ps);
+    if (ps.mode == SL_PREFETCH_OFF || !ps.n_layers) return;
+    fprintf(f, "%-27s %.1f%% recall, %.1f%% precision over %llu decode steps (%s)\n", "expert prediction",
+            100 * ps.recall, 100 * ps.precision, (unsigned long long)ps.steps, sl_prefetch_mode_name(ps.mode));
+    fprintf(f, "%-27s", "  per layer recall");
+    for (int i = 0; i < ps.n_layers; i++) {
+        const sl_prefetch_layer *l = &ps.layers[i];
+        fprintf(f, "%s%d %.0f%%", i ? ", " : " ", l->layer, 100 * l->recall);
+    }
+    fputc('\n', f);
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    char b[32];
+    if (ss.streaming)
+        fprintf(f, "%-27s %llu used, %s wasted\n", "  prefetched experts", (unsigned long long)ss.prefetch_used,
+                cli_fmt_bytes(ss.prefetch_wasted_bytes, b, sizeof b));
+}
+
+/* One layer of the "prefetch" JSON object. */
+static json_t *prefetch_layer_json(const sl_prefetch_layer *l)
+{
+    json_t *o = json_object(), *src = json_object();
+    json_object_set_new(o, "layer", json_integer(l->layer));
+    json_object_set_new(o, "recall", json_real(l->recall));
+    json_object_set_new(o, "precision", json_real(l->precision));
+    json_object_set_new(o, "steps", json_integer((json_int_t)l->steps));
+    json_object_set_new(o, "hinted_steps", json_integer((json_int_t)l->hinted_steps));
+    /* each predictor's own recall (computed on every step, hinted or not) */
+    for (int c = 0; c < SL_PRED_COUNT; c++)
+        json_object_set_new(src, sl_pred_source_name(c), l->src_recall[c] < 0 ? json_null() : json_real(l->src_recall[c]));
+    json_object_set_new(o, "predictor_recall", src);
+    json_object_set_new(o, "auto_choice", json_string(sl_pred_source_name(l->choice)));
+    return o;
+}
+
+int cli_prefetch_json(sl_engine *e, json_t *obj)
+{
+    sl_prefetch_stats ps;
+    session_prefetch_stats(e->session, &ps);
+    if (ps.mode == SL_PREFETCH_OFF) return 0;
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    json_t *o = json_object(), *layers = json_array();
+    if (!o || !layers) return json_decref(o), json_decref(layers), -1;
+    json_object_set_new(o, "mode", json_string(sl_prefetch_mode_name(ps.mode)));
+    json_object_set_new(o, "steps", json_integer((json_int_t)ps.steps));
+    json_object_set_new(o, "recall", json_real(ps.recall));
+    json_object_set_new(o, "precision", json_real(ps.precision));
+    json_object_set_new(o, "used", json_integer((json_int_t)ss.prefetch_used));
+    json_object_set_new(o, "wasted_bytes", json_integer((json_int_t)ss.prefetch_wasted_bytes));
+    for (int i = 0; i < ps.n_layers; i++) json_array_append_new(layers, prefetch_layer_json(&ps.layers[i]));
+    json_object_set_new(o, "per_layer", layers);
+    return json_object_set_new(obj, "prefetch", o);
 }
 
 uint32_t cli_random_seed(void)
@@ -305,7 +372,8 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params 
     switch (opt) {
     case 'm': mo->model_path = arg; return 1;
     case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
-    case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: return cli_stream_option(opt, arg, &mo->eo);
+    case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH:
+        return cli_stream_option(opt, arg, &mo->eo);
     case 'c':
         if (cli_parse_int("-c", arg, 0, 1L << 24, &v)) return -1;
         mo->n_ctx = (int32_t)v;

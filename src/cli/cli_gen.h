@@ -46,7 +46,7 @@ typedef struct {
 enum {
     CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
-    CLI_OPT_KV,
+    CLI_OPT_KV, CLI_OPT_PREFETCH,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -60,7 +60,8 @@ enum {
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
         {"pin", required_argument, 0, CLI_OPT_PIN}, {"heat-file", required_argument, 0, CLI_OPT_HEAT_FILE},   \
         {"no-heat", no_argument, 0, CLI_OPT_NO_HEAT}, {"pack", required_argument, 0, CLI_OPT_PACK},           \
-        {"verify", no_argument, 0, CLI_OPT_VERIFY}, {"kv", required_argument, 0, CLI_OPT_KV}
+        {"verify", no_argument, 0, CLI_OPT_VERIFY}, {"kv", required_argument, 0, CLI_OPT_KV},                 \
+        {"prefetch", required_argument, 0, CLI_OPT_PREFETCH}
 #define CLI_GEN_SHORTOPTS "m:c:t:b:"
 
 /* Help text for the expert placement flags. */
@@ -75,6 +76,11 @@ void cli_print_engine(const sl_engine *e, bool verbose);
 
 /* Adds the streaming figures of E to the --stats lines / JSON. */
 void cli_stream_stats(const sl_engine *e, gen_stats *st);
+
+/* Expert prediction figures (docs/PREFETCH.md): the --stats lines, and the
+ * "prefetch" object added to a JSON object (nothing when prediction is off). */
+void cli_print_prefetch(FILE *f, sl_engine *e);
+int cli_prefetch_json(sl_engine *e, json_t *obj);
 
 /* Returns 1 if OPT was one of the shared options (applied), 0 if not, -1 on
  * a bad value (error printed).  A --seed of -1 leaves *seed_set false. */

@@ -228,7 +228,7 @@ static int prompt_tokens(run_args *a, const cli_model *cm, int32_t **ids, size_t
     return 0;
 }
 
-static int print_json(const run_args *a, const int32_t *pids, size_t np, const gen_result *r)
+static int print_json(const run_args *a, const int32_t *pids, size_t np, const gen_result *r, sl_engine *eng)
 {
     json_t *o = json_object();
     json_object_set_new(o, "prompt_ids", cli_json_ids(pids, np));
@@ -237,6 +237,7 @@ static int print_json(const run_args *a, const int32_t *pids, size_t np, const g
     stats_to_json(&r->stats, o);
     json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
     json_object_set_new(o, "seed", json_integer(a->sp.seed));
+    cli_prefetch_json(eng, o);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return cli_fail("cannot format the JSON output");
@@ -245,12 +246,13 @@ static int print_json(const run_args *a, const int32_t *pids, size_t np, const g
     return 0;
 }
 
-static int write_stats_json(const char *path, const gen_result *r, const sampler_params *sp)
+static int write_stats_json(const char *path, const gen_result *r, const sampler_params *sp, sl_engine *eng)
 {
     json_t *o = json_object();
     stats_to_json(&r->stats, o);
     json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
     json_object_set_new(o, "seed", json_integer(sp->seed));
+    cli_prefetch_json(eng, o);
     int rc = cli_write_json(path, o);
     json_decref(o);
     return rc;
@@ -290,9 +292,9 @@ static int run(run_args *a, cli_model *cm)
     bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';
     if (open_line && isatty(STDOUT_FILENO)) putchar('\n');
     else if (open_line && a->stats) fputc('\n', stderr);
-    if (a->json && print_json(a, pids, np, &res)) goto out;
-    if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp);
-    if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp)) goto out;
+    if (a->json && print_json(a, pids, np, &res, &cm->eng)) goto out;
+    if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp), cli_print_prefetch(stderr, &cm->eng);
+    if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp, &cm->eng)) goto out;
     rc = 0;
 out:
     fflush(stdout);

@@ -23,6 +23,7 @@ typedef struct {
     int threads;              /* <= 0: physical cores */
     int32_t n_batch;          /* tokens per layer-major pass; 0: default */
     sl_kv_mode kv_mode;
+    sl_prefetch_mode prefetch; /* expert prediction (--prefetch); 0: auto */
     bool no_session;          /* load the model only */
     /* Where experts live.  Neither mem nor io_set: in RAM, unless the
      * model cannot fit in the memory available, then stream with a budget
