@@ -90,9 +90,9 @@ const char CLI_STREAM_HELP[] =
     "  -b, --batch-size N   most prompt tokens per layer-major pass (streaming: each expert is\n"
     "                       read once per layer per pass; default 512 in RAM, 2048 streaming)\n"
     "  --kv MODE            KV cache: f16 (default, flash attention like llama.cpp), f32, f16-noflash\n"
-    "  --prefetch MODE      predict the next layer's experts and read them ahead: auto (default: per\n"
-    "                       layer the best predictor, off where none pays), next (always the\n"
-    "                       next layer's router), off\n";
+    "  --prefetch MODE      predict the next layer's experts and read them ahead: auto (per layer\n"
+    "                       the best predictor, off where none pays; the default when streaming),\n"
+    "                       next (always the next layer's router), off (the default in RAM)\n";
 
 static int parse_size(const char *name, const char *arg, uint64_t *out)
 {
@@ -131,7 +131,7 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
     case CLI_OPT_PREFETCH: {
         int m = sl_prefetch_mode_parse(arg);
         if (m < 0) return FAIL("--prefetch: expected auto, next or off, got '%s'", arg);
-        eo->prefetch = (sl_prefetch_mode)m;
+        eo->prefetch = (sl_prefetch_mode)m, eo->prefetch_set = true;
         return 1;
     }
     case 'b':

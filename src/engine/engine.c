@@ -244,7 +244,8 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
     int rc = 0;
     if (e->streaming) rc = start_streaming(e, err);
     else if (model_expert_layout(e->model)) rc = model_attach_ram_experts(e->model, err);
-    session_opts so = {.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = o->prefetch};
+    sl_prefetch_mode pm = o->prefetch_set ? o->prefetch : e->streaming ? SL_PREFETCH_AUTO : SL_PREFETCH_OFF;
+    session_opts so = {.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = pm};
     if (!rc && !o->no_session) rc = session_create_opts(&e->session, e->model, e->n_ctx, e->pool, &so, err);
     if (rc) {
         engine_close(e);

@@ -23,7 +23,8 @@ typedef struct {
     int threads;              /* <= 0: physical cores */
     int32_t n_batch;          /* tokens per layer-major pass; 0: default */
     sl_kv_mode kv_mode;
-    sl_prefetch_mode prefetch; /* expert prediction (--prefetch); 0: auto */
+    sl_prefetch_mode prefetch; /* expert prediction (--prefetch) */
+    bool prefetch_set;         /* else: auto when streaming, off in RAM (nothing to read ahead) */
     bool no_session;          /* load the model only */
     /* Where experts live.  Neither mem nor io_set: in RAM, unless the
      * model cannot fit in the memory available, then stream with a budget

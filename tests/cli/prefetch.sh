@@ -89,8 +89,8 @@ for place in ram stream; do
     done
 done
 
-# the --stats lines
-"$BIN" run -m "$MODEL" --temp 0 -n 16 -p "$PROMPT" --stats >/dev/null 2>"$T/stats.txt"
+# the --stats lines (prediction runs in RAM too when asked for)
+"$BIN" run -m "$MODEL" --temp 0 -n 16 -p "$PROMPT" --stats --prefetch auto >/dev/null 2>"$T/stats.txt"
 if grep -q "^expert prediction .*recall.*precision.*(auto)" "$T/stats.txt" && grep -q "per layer recall" "$T/stats.txt"
 then ok "run --stats prints the expert prediction lines"
 else notok "run --stats prints the expert prediction lines" "$(tail -3 "$T/stats.txt" | tr '\n' ' ')"; fi
