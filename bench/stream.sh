@@ -50,16 +50,18 @@ for io in uring pread mmap; do
 done
 
 # ---- prefill of a 512-token prompt: read amplification and time to first token ----
-python3 - "$OUT/prompt512.txt" <<'EOF'
+python3 - "$OUT/prompt.txt" <<'EOF'
 import sys
 words = ("the old man looked at the sea and said that the wind had changed in the night and the boats "
          "would have to wait for the tide before they could leave the harbour again").split()
-text = " ".join(words[i % len(words)] for i in range(1200))
-open(sys.argv[1], "w").write(text)
+open(sys.argv[1], "w").write(" ".join(words[i % len(words)] for i in range(1000)))
 EOF
+IDS=$("$BIN" tokenize -m "$MODEL" -f "$OUT/prompt.txt" --no-bos | python3 -c "
+import json, sys
+print(','.join(map(str, json.load(sys.stdin)[:512])))")
 for io in uring mmap; do
     echo "== prefill, --io $io, 512-token prompt"
-    $CG "$BIN" run -m "$MODEL" --mem "$MEM" --io "$io" -f "$OUT/prompt512.txt" -c 1024 -n 1 -t "$THREADS" \
+    $CG "$BIN" run -m "$MODEL" --mem "$MEM" --io "$io" --prompt-ids "$IDS" -c 1024 -n 1 -t "$THREADS" \
         --temp 0 --stats-json "$OUT/pp-$io.json" >/dev/null 2>"$OUT/pp-$io.err"
     tail -1 "$OUT/pp-$io.err"
     python3 -c "

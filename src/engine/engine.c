@@ -197,7 +197,7 @@ static int start_streaming(sl_engine *e, sl_err *err)
     expert_source *src;
     if (make_source(e, &src, err)) return -1;
     uint64_t slot = src ? src->ops->slot_bytes(src) : store_slot_bytes(L);
-    if (e->io == STORE_IO_MMAP) slot = 0; /* the page cache is the cache */
+    if (e->io == STORE_IO_MMAP) slot = 0, e->plan.total = e->opts.mem; /* the page cache is the cache */
     if (e->io != STORE_IO_MMAP && make_plan(e, slot, err)) {
         if (src) src->ops->destroy(src);
         return -1;
@@ -271,7 +271,7 @@ void engine_close(sl_engine *e)
 
 /* Bytes this process has caused to be read from storage (/proc/self/io):
  * the only honest count in mmap mode, where page faults do the reading. */
-static uint64_t storage_read_bytes(void)
+uint64_t engine_storage_read_bytes(void)
 {
     FILE *f = fopen("/proc/self/io", "r");
     if (!f) return 0;
@@ -286,13 +286,13 @@ static uint64_t storage_read_bytes(void)
 void engine_mark_prompt_start(sl_engine *e)
 {
     if (e->store) expert_store_stats(e->store, &e->at_prompt_start);
-    e->storage_read_start = storage_read_bytes();
+    e->storage_read_start = engine_storage_read_bytes();
 }
 
 void engine_mark_prompt_end(sl_engine *e)
 {
     if (e->store) expert_store_stats(e->store, &e->at_prompt_end);
-    e->storage_read_prompt_end = storage_read_bytes();
+    e->storage_read_prompt_end = engine_storage_read_bytes();
 }
 
 void engine_tick(sl_engine *e)
@@ -311,7 +311,7 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     store_stats st;
     expert_store_stats(e->store, &st);
     bool mmap_mode = e->io == STORE_IO_MMAP;
-    out->expert_bytes_read = mmap_mode ? storage_read_bytes() - e->storage_read_start : st.bytes_read;
+    out->expert_bytes_read = mmap_mode ? engine_storage_read_bytes() - e->storage_read_start : st.bytes_read;
     out->distinct_experts = st.distinct;
     out->cache_hits = st.hits;
     out->cache_misses = st.misses;

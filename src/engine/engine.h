@@ -86,6 +86,10 @@ void engine_tick(sl_engine *e);
 
 void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out);
 
+/* Bytes this process has caused to be read from storage (/proc/self/io):
+ * the only honest count in mmap mode, where page faults do the reading. */
+uint64_t engine_storage_read_bytes(void);
+
 /* What memory is available to this process: MemAvailable, capped by the
  * memory cgroup's remaining limit (v1 or v2). */
 uint64_t engine_available_memory(void);
