@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "experts/mem_provider.h"
+#include "util/bigbuf.h"
 
 /* Upper bounds that keep a damaged file from causing huge allocations;
  * llama.cpp's own limits where it has them. */
@@ -102,8 +103,7 @@ static void *spine_alloc(sl_model *m, uint64_t bytes, const char *what, sl_err *
         m->bufs = nb;
         m->cap_bufs = cap;
     }
-    uint64_t len = (bytes + 63) & ~(uint64_t)63;
-    void *p = (len && len <= SIZE_MAX) ? aligned_alloc(64, (size_t)len) : NULL;
+    void *p = bytes && bytes <= SIZE_MAX ? sl_big_alloc((size_t)bytes) : NULL;
     if (!p) return sl_errf(err, "out of memory loading '%s' (%llu bytes)", what, (unsigned long long)bytes), NULL;
     m->bufs[m->n_bufs++] = p;
     return p;
