@@ -28,7 +28,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
 
 $(DEPS_OK): mk/deps.sh
@@ -92,6 +92,15 @@ $(BUILD)/membw: bench/membw.c | $(DEPS_OK)
 
 bench-model: $(BUILD)/bench_model
 	./$(BUILD)/bench_model $(or $(BENCH_ARGS),models/tinymoe-q8_0.gguf)
+
+# Expert prediction benchmark (bench/bench_prefetch.c): per-layer recall /
+# precision of each predictor on held-out text, store I/O with prefetch off /
+# next / auto.  BENCH_ARGS="--slots 24 --mbps 200".
+$(BUILD)/bench_prefetch: bench/bench_prefetch.c $(BUILD)/libsluice.a
+	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
+bench-prefetch: $(BUILD)/bench_prefetch
+	./$(BUILD)/bench_prefetch $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan

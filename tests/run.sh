@@ -4,7 +4,10 @@
 BUILD=${BUILD:-build}
 export SLUICE_BIN="$BUILD/sluice"
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# runs that stream experts record heat: keep it out of the user's cache
+XDG_CACHE_HOME=$(mktemp -d)
+export XDG_CACHE_HOME
+trap 'rm -f "$out"; rm -rf "$XDG_CACHE_HOME"' EXIT
 status=0
 for t in "$BUILD"/tests/test_* tests/cli/*.sh; do
     [ -e "$t" ] || continue

@@ -101,6 +101,8 @@ struct sl_model {
     /* every buffer allocated for the spine, freed with the model */
     void **bufs;
     size_t n_bufs, cap_bufs;
+    uint64_t spine_bytes;
+    bool dry; /* model_opts.dry_run: shapes and sizes only, no weights */
 };
 
 /* ---- key reading (model.c) ---- */

@@ -2,6 +2,7 @@
 
 #include "arch/attn.h"
 #include "arch/ffn.h"
+#include "arch/pilot.h"
 
 void norm_rows(float *xn, const float *x, const float *w, int T, int64_t n, float eps)
 {
@@ -22,7 +23,7 @@ int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err)
     float *x = s->scr[SCR_X];
     float *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
     float *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
-    if (!xn || !out) return -1;
+    if (!xn || !out || pilot_layer_start(s, il, err)) return -1;
     norm_rows(xn, x, L->attn_norm, T, hp->n_embd, hp->rms_eps);
     if (attn_block(s, il, b, xn, out, err)) return -1;
     add_rows(x, out, n);

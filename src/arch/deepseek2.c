@@ -8,6 +8,7 @@
 #include "arch/block.h"
 #include "arch/ffn.h"
 #include "arch/mla.h"
+#include "arch/pilot.h"
 
 /* llama.cpp's "lite" detection (DeepSeek-V2-Lite and relatives): by layer
  * count, such files have no q_lora and use attn_q directly. */
@@ -133,12 +134,13 @@ static int ds2_layer(sl_session *s, int il, const batch *b, sl_err *err)
     float *x = s->scr[SCR_X];
     float *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
     float *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
-    if (!xn || !out) return -1;
+    if (!xn || !out || pilot_layer_start(s, il, err)) return -1;
     norm_rows(xn, x, L->attn_norm, T, hp->n_embd, hp->rms_eps);
     if (mla_block(s, il, b, xn, out, err)) return -1;
     add_rows(x, out, n);
     norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
-    if (!L->moe) {
+    if (!L->moe) { /* a leading dense layer: predict the next one while its FFN runs */
+        if (pilot_attn_tap(s, il, err)) return -1;
         if (ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, NULL, NULL, xn, T, out, err)) return -1;
         add_rows(x, out, n);
         return 0;

@@ -10,6 +10,8 @@
  * rank) slots so arrival order cannot change a bit. */
 #include "arch/ffn.h"
 
+#include "arch/pilot.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -248,8 +250,10 @@ static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa
     expert_provider *p = m->provider;
     if (!p) return sl_errf(err, "layer %d: no expert provider attached", il);
     if (p->ops->begin(p, il, r->list, r->n_list, err)) return -1;
-    int rc = 0, done = 0;
-    for (;;) {
+    /* the next layer's prediction: its reads queue behind this layer's
+     * demand reads and overlap this layer's experts */
+    int rc = pilot_attn_tap(s, il, err), done = 0;
+    while (rc == 0) {
         expert_view v;
         int idx = p->ops->next(p, &v, err);
         if (idx == -1) break;
@@ -280,6 +284,7 @@ int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err 
     routing r;
     const sl_act *xa, *xa_up;
     if (route_batch(s, L, T, xn, &r, err) || prepare_inputs(s, L, xn, T, &xa, &xa_up, err)) return -1;
+    pilot_observe(s, il, r.ids);
     float *y = scr_get(s, SCR_T4, (size_t)T * K * n_embd * sizeof(float), err);
     if (!y || run_experts(s, il, &r, xa, xa_up, y, err)) return -1;
     for (int t = 0; t < T; t++) {

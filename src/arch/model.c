@@ -103,9 +103,12 @@ static void *spine_alloc(sl_model *m, uint64_t bytes, const char *what, sl_err *
         m->bufs = nb;
         m->cap_bufs = cap;
     }
-    void *p = bytes && bytes <= SIZE_MAX ? sl_big_alloc((size_t)bytes) : NULL;
+    uint64_t len = (bytes + 63) & ~(uint64_t)63;
+    /* a dry load only plans: calloc's untouched pages cost no memory */
+    void *p = !len || len > SIZE_MAX ? NULL : m->dry ? calloc(1, (size_t)len) : sl_big_alloc((size_t)bytes);
     if (!p) return sl_errf(err, "out of memory loading '%s' (%llu bytes)", what, (unsigned long long)bytes), NULL;
     m->bufs[m->n_bufs++] = p;
+    m->spine_bytes += len;
     return p;
 }
 
@@ -157,10 +160,16 @@ static int check_matmul_type(const sl_model *m, const gguf_tensor *t, sl_err *er
     return 0;
 }
 
+/* Reads a spine tensor's bytes (nothing in a dry load). */
+static int spine_read(const sl_model *m, const gguf_tensor *t, void *dst, sl_err *err)
+{
+    return m->dry ? 0 : gguf_read_tensor(m->g, t, 0, dst, t->nbytes, err);
+}
+
 static int load_mat(sl_model *m, sl_mat *w, const gguf_tensor *t, int64_t ne0, int64_t ne1, sl_err *err)
 {
     void *p = spine_alloc(m, t->nbytes, t->name, err);
-    if (!p || gguf_read_tensor(m->g, t, 0, p, t->nbytes, err)) return -1;
+    if (!p || spine_read(m, t, p, err)) return -1;
     w->type = t->type;
     w->ne0 = ne0;
     w->ne1 = ne1;
@@ -206,8 +215,8 @@ int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, 
     if (!t) return 0;
     float *out = spine_alloc(m, (uint64_t)n * sizeof(float), full, err);
     if (!out) return -1;
-    if (t->type == GGML_TYPE_F32) {
-        if (gguf_read_tensor(m->g, t, 0, out, t->nbytes, err)) return -1;
+    if (t->type == GGML_TYPE_F32 || m->dry) {
+        if (spine_read(m, t, out, err)) return -1;
     } else {
         if (t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
             return sl_errf(err, "%s: tensor '%s' has type %s; 1-D tensors must be f32, f16 or bf16", m->g->path,
@@ -471,6 +480,7 @@ int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err 
         m->provider = opts->provider;
         m->own_provider = opts->own_provider;
     }
+    m->dry = opts && opts->dry_run;
     if (gguf_open(&m->g, path, err) || find_arch(m, err) || load_hparams(m, err)) goto fail;
     if (vocab_load(&m->vocab, m->g, err)) goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
@@ -482,7 +492,7 @@ int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err 
         expert_layout_from_gguf(&m->xl, m->g, m->hp.n_layer, m->hp.n_expert, m->hp.n_expert_used, err))
         goto fail;
     if (m->ops->load_tensors(m, err)) goto fail;
-    if (!m->provider && m->hp.n_expert > 0) {
+    if (!m->provider && m->hp.n_expert > 0 && !m->dry && !(opts && opts->defer_experts)) {
         if (mem_provider_create(&m->provider, &m->xl, err)) goto fail;
         m->own_provider = true;
     }
@@ -514,3 +524,23 @@ int32_t model_n_ctx_train(const sl_model *m) { return m->hp.n_ctx_train; }
 int32_t model_n_layer(const sl_model *m) { return m->hp.n_layer; }
 int32_t model_n_embd(const sl_model *m) { return m->hp.n_embd; }
 int32_t model_n_expert(const sl_model *m) { return m->hp.n_expert; }
+int32_t model_n_expert_used(const sl_model *m) { return m->hp.n_expert_used; }
+const expert_layout *model_expert_layout(const sl_model *m) { return m->hp.n_expert > 0 ? &m->xl : NULL; }
+expert_provider *model_provider(const sl_model *m) { return m->provider; }
+uint64_t model_spine_bytes(const sl_model *m) { return m->spine_bytes; }
+
+int model_attach_ram_experts(sl_model *m, sl_err *err)
+{
+    if (m->hp.n_expert <= 0 || m->provider) return 0;
+    if (mem_provider_create(&m->provider, &m->xl, err)) return -1;
+    m->own_provider = true;
+    return 0;
+}
+
+void model_set_provider(sl_model *m, expert_provider *p, bool own)
+{
+    if (m->provider && m->own_provider && m->provider != p && m->provider->ops->destroy)
+        m->provider->ops->destroy(m->provider);
+    m->provider = p;
+    m->own_provider = own;
+}

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "experts/layout.h"
 #include "experts/provider.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
@@ -29,6 +30,14 @@ typedef struct {
      * does not own it unless own_provider is set. */
     expert_provider *provider;
     bool own_provider;
+    /* Attach no provider at load: the caller builds one from
+     * model_expert_layout() (e.g. the SSD store, sized by the memory plan)
+     * and hands it over with model_set_provider() before evaluating. */
+    bool defer_experts;
+    /* Check every key and tensor and size the spine, but read no weights
+     * and attach no provider: for planning (sluice inspect --mem).  Such a
+     * model must not be evaluated. */
+    bool dry_run;
 } model_opts;
 
 int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err);
@@ -43,6 +52,17 @@ int32_t model_n_ctx_train(const sl_model *m);
 int32_t model_n_layer(const sl_model *m);
 int32_t model_n_embd(const sl_model *m);
 int32_t model_n_expert(const sl_model *m); /* routed experts per MoE layer, 0 if dense */
+int32_t model_n_expert_used(const sl_model *m);
+
+/* Where the routed experts live (NULL for dense models). */
+const expert_layout *model_expert_layout(const sl_model *m);
+/* Loads every routed expert into RAM (after defer_experts). */
+int model_attach_ram_experts(sl_model *m, sl_err *err);
+/* Replaces the expert provider (the old one is destroyed if owned). */
+void model_set_provider(sl_model *m, expert_provider *p, bool own);
+expert_provider *model_provider(const sl_model *m);
+/* Bytes of weights held in RAM for the spine (everything but routed experts). */
+uint64_t model_spine_bytes(const sl_model *m);
 
 /* KV cache precision and attention algorithm, as llama.cpp's context
  * parameters type_k/type_v and flash_attn choose them (see docs/ARCH.md). */
@@ -52,9 +72,31 @@ typedef enum {
     SL_KV_F16 = 2,       /* f16 cache, softmax attention (flash attn off) */
 } sl_kv_mode;
 
+/* Next-layer expert prediction for prefetching (docs/PREFETCH.md).  The
+ * router always decides: prediction only issues provider hints and never
+ * changes a bit of the output. */
+typedef enum {
+    SL_PREFETCH_AUTO = 0, /* per layer the predictor with the best recall estimate, off where none pays */
+    SL_PREFETCH_OFF = 1,  /* no prediction */
+    SL_PREFETCH_NEXT = 2, /* always the pilot: layer L+1's router on layer L's attention residual */
+} sl_prefetch_mode;
+
 typedef struct {
     sl_kv_mode kv_mode;
+    /* Most tokens one layer-major pass takes (0: default 512).  A prompt up
+     * to this long is routed as one batch at every layer, so each routed
+     * expert is fetched once per layer, not once per micro-batch. */
+    int32_t n_batch;
+    sl_prefetch_mode prefetch;
 } session_opts;
+
+/* Bytes of KV cache a session of n_ctx tokens allocates. */
+uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode);
+/* Upper bound of the scratch a session allocates for passes of up to
+ * n_batch tokens with n_ctx context and n_threads threads. */
+uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch, int n_threads);
+/* Scratch this session has allocated so far (never above the bound). */
+uint64_t session_scratch_allocated(const sl_session *s);
 
 /* n_ctx: KV capacity in tokens (<= 0: the model's training context). */
 int session_create(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *pool, sl_err *err);
@@ -74,5 +116,47 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
 
 /* Forgets KV entries at positions >= POS (for rejected draft tokens, edits). */
 void session_rewind(sl_session *s, int32_t pos);
+
+/* The predictors of a layer's experts (sl_prefetch_layer.src_*):
+ * ATTN:  layer L's norm and router applied to layer L-1's residual after
+ *        its attention, hinted while L-1's experts run (the one that overlaps);
+ * OUT:   the same on layer L-1's output (for layer 0: the embedding), hinted
+ *        just before layer L's attention;
+ * PREV:  the experts layer L chose for the previous token;
+ * TOKEN: first MoE layer only (it has no ATTN tap): the experts it chose the
+ *        last time the same token came in, else OUT's prediction. */
+typedef enum {
+    SL_PRED_ATTN = 0, SL_PRED_OUT = 1, SL_PRED_PREV = 2, SL_PRED_TOKEN = 3, SL_PRED_COUNT = 4
+} sl_pred_source;
+
+/* Prediction figures of one MoE layer, over decode steps (single-token
+ * evaluations) only.  P = the experts hinted for the layer (empty when
+ * prediction was off there), A = the experts its router chose. */
+typedef struct {
+    int32_t layer;
+    uint64_t steps;                    /* decode steps through this layer */
+    uint64_t hinted_steps;             /* ... on which a prediction was hinted */
+    uint64_t hits, predicted, actual;  /* sums of |P & A|, |P|, |A| */
+    double recall, precision;          /* hits / actual, hits / predicted (0 if empty) */
+    uint64_t src_steps[SL_PRED_COUNT]; /* steps on which each predictor was the one hinted */
+    double src_recall[SL_PRED_COUNT];  /* each predictor's recall over all steps (all are computed) */
+    float est[SL_PRED_COUNT];          /* auto's online recall estimates (-1: no sample yet) */
+    double rank_precision[8];          /* of the hinted experts by rank (router order), the first 8 ranks */
+    int32_t choice;                    /* predictor auto uses now (sl_pred_source), -1 = off */
+} sl_prefetch_layer;
+
+typedef struct {
+    sl_prefetch_mode mode;
+    uint64_t steps;                   /* decode steps */
+    uint64_t hits, predicted, actual; /* over all MoE layers, unpredicted layers included */
+    double recall, precision;
+    int32_t n_layers;                 /* entries in layers: the MoE layers */
+    const sl_prefetch_layer *layers;  /* owned by the session; valid until its next eval or free */
+} sl_prefetch_stats;
+
+void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out);
+const char *sl_prefetch_mode_name(sl_prefetch_mode m);
+int sl_prefetch_mode_parse(const char *name); /* -1 if unknown */
+const char *sl_pred_source_name(int src);    /* "attn", "out", "prev", "token"; "off" for -1 */
 
 #endif

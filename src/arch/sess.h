@@ -21,10 +21,15 @@ enum {
     SCR_X, SCR_XN, SCR_ROPE, SCR_Q, SCR_K, SCR_V, SCR_ATT, SCR_OUT,
     SCR_T1, SCR_T2, SCR_T3, SCR_T4,
     SCR_R_LOGITS, SCR_R_IDS, SCR_R_W, SCR_R_SLOTS, SCR_R_COUNT, SCR_R_LIST, SCR_R_GATHER, SCR_R_ROWS,
+    /* the predictor's own (pilot.c): it runs between a layer's begin and its
+     * experts, so it must not touch the layer's buffers */
+    SCR_P_XN, SCR_P_LOGITS, SCR_P_W, SCR_P_ATTN, SCR_P_OUT, SCR_P_TOKEN,
     SCR_COUNT
 };
 
-enum { ACT_A, ACT_B, ACT_C, ACT_COUNT };
+enum { ACT_A, ACT_B, ACT_C, ACT_P, ACT_COUNT };
+
+typedef struct pilot pilot;
 
 /* KV cache of one layer: position p's row starts at element p * row. */
 typedef struct {
@@ -38,6 +43,7 @@ struct sl_session {
     int n_threads;
     sl_kv_mode kv_mode;
     int32_t n_ctx, pos;
+    int32_t n_batch; /* most tokens per layer-major pass */
     size_t kv_elt; /* bytes per cached element: 4 (f32) or 2 (f16) */
     kv_layer *kv;
     void *scr[SCR_COUNT];
@@ -46,6 +52,7 @@ struct sl_session {
     const attn_simd *aop; /* attention inner loops for the pool's ISA */
     float *thr_tmp;       /* per-thread attention scratch */
     size_t thr_tmp_n;
+    pilot *pilot;         /* expert prediction (pilot.h); NULL when off */
 };
 
 /* Scratch slot SLOT with at least BYTES bytes (64-byte aligned); NULL on OOM. */

@@ -1,16 +1,18 @@
 /* Sessions: KV cache, scratch, and the evaluation driver (embedding lookup,
  * the architecture's layers, final norm and output projection).  Prompts run
- * as micro-batches of up to UBATCH tokens; every block computes each
- * position from its own rows and keys 0..pos only, so the split never
- * changes a bit. */
+ * in passes of up to n_batch tokens (session_opts); every layer sees the
+ * whole pass at once, so a routed expert is fetched once per layer per pass,
+ * and every block computes each position from its own rows and keys
+ * 0..pos only, so the split never changes a bit. */
 #include "arch/sess.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/attn.h"
+#include "arch/pilot.h"
 
-enum { UBATCH = 256 };
+enum { DEFAULT_BATCH = 512 };
 
 void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err)
 {
@@ -101,6 +103,72 @@ int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const floa
     return 0;
 }
 
+/* ------------------------------------------------------------ memory */
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode)
+{
+    const hparams *hp = &m->hp;
+    if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
+    bool mla = m->ops->id == ARCH_DEEPSEEK2;
+    uint64_t row = mla ? (uint64_t)hp->n_lora_kv + hp->n_rot
+                       : (uint64_t)hp->n_head_kv * (hp->n_embd_head_k + hp->n_embd_head_v);
+    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * row * (mode == SL_KV_F32 ? 4 : 2);
+}
+
+/* Width of the dense FFN if any layer has one: MoE files carry n_ff even
+ * when every layer routes (qwen3moe writes n_ff_exp * n_used there). */
+static uint64_t dense_ff(const hparams *hp)
+{
+    return hp->n_expert == 0 || hp->n_layer_dense_lead > 0 ? (uint64_t)hp->n_ff : 0;
+}
+
+/* The widest activation row any product of this model takes. */
+static uint64_t widest_row(const hparams *hp)
+{
+    uint64_t w = max3((uint64_t)hp->n_embd, dense_ff(hp), (uint64_t)hp->n_ff_exp * (hp->n_expert_shared + 1));
+    w = max3(w, (uint64_t)hp->n_head * hp->n_embd_head_v, (uint64_t)hp->n_head * hp->n_embd_head_v_mla);
+    w = max3(w, (uint64_t)hp->n_head * hp->n_embd_head_k, (uint64_t)hp->n_head * hp->n_embd_head_k_mla);
+    return max3(w, (uint64_t)hp->n_lora_q, (uint64_t)hp->n_lora_kv + hp->n_rot);
+}
+
+/* Mirrors every scr_get and act_prepare size in the blocks (attn.c, mla.c,
+ * ffn.c, block.c, deepseek2.c) at their largest, T = n_batch tokens. */
+uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch, int n_threads)
+{
+    const hparams *hp = &m->hp;
+    uint64_t T = (uint64_t)(n_batch > 0 ? n_batch : DEFAULT_BATCH), D = (uint64_t)hp->n_embd;
+    uint64_t H = (uint64_t)hp->n_head, Hkv = (uint64_t)hp->n_head_kv, dk = (uint64_t)hp->n_embd_head_k;
+    uint64_t dv = (uint64_t)hp->n_embd_head_v, K = (uint64_t)hp->n_expert_used, E = (uint64_t)hp->n_expert;
+    uint64_t kvl = (uint64_t)hp->n_lora_kv, rot = (uint64_t)hp->n_rot, lq = (uint64_t)hp->n_lora_q;
+    uint64_t F = max3(dense_ff(hp), (uint64_t)hp->n_ff_exp, (uint64_t)hp->n_ff_exp * hp->n_expert_shared);
+    uint64_t qk = H * (dk > (uint64_t)hp->n_embd_head_k_mla ? dk : (uint64_t)hp->n_embd_head_k_mla);
+    uint64_t f = 0;
+    f += 3 * T * D + T * (rot ? rot : 1);                                  /* X, XN, OUT, ROPE */
+    f += T * qk + T * max3(Hkv * dk, kvl + rot, 0);                        /* Q, K */
+    f += T * max3(Hkv * dv, H * (kvl + rot), 0) + T * H * max3(dv, kvl, 0); /* V, ATT */
+    f += T * max3(H * dk + Hkv * (dk + dv), F, H * (uint64_t)hp->n_embd_head_v_mla); /* T1 */
+    f += max3(dk + kvl, T * F, 0) + T * max3(F, lq, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
+    f += T * E + 3 * T * K + 3 * E;                                        /* router */
+    f += max3(2 * T * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + T * D; /* R_GATHER, R_ROWS */
+    if (E) f += T * D + T * E + K + 3 * T * K;                             /* the predictor's (pilot.c) */
+    uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;
+    bytes += 3 * (T * widest_row(hp) * sizeof(float) + T * 64);           /* converted activations */
+    if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
+    sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
+    bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);
+    return bytes;
+}
+
+uint64_t session_scratch_allocated(const sl_session *s)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < SCR_COUNT; i++) b += s->scr_cap[i];
+    for (int i = 0; i < ACT_COUNT; i++) b += s->act[i].cap;
+    return b + (uint64_t)s->n_threads * ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63);
+}
+
 /* ------------------------------------------------------------ create */
 
 static int alloc_kv(sl_session *s, sl_err *err)
@@ -132,8 +200,11 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     *out = NULL;
     if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train;
     sl_kv_mode mode = opts ? opts->kv_mode : SL_KV_F16_FLASH;
+    sl_prefetch_mode pf = opts ? opts->prefetch : SL_PREFETCH_AUTO;
     if (mode != SL_KV_F16_FLASH && mode != SL_KV_F32 && mode != SL_KV_F16)
         return sl_errf(err, "unknown KV cache mode %d", (int)mode);
+    if (pf != SL_PREFETCH_AUTO && pf != SL_PREFETCH_OFF && pf != SL_PREFETCH_NEXT)
+        return sl_errf(err, "unknown prefetch mode %d", (int)pf);
     sl_session *s = calloc(1, sizeof *s);
     if (!s) return sl_errf(err, "out of memory");
     s->m = m;
@@ -143,7 +214,8 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->aop = attn_simd_for(pool_isa(pool));
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
-    if (alloc_kv(s, err)) goto fail;
+    s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
+    if (alloc_kv(s, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
     s->thr_tmp_n = attn_tmp_floats(s);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
     if (!s->thr_tmp) {
@@ -175,11 +247,14 @@ void session_free(sl_session *s)
     for (int i = 0; i < SCR_COUNT; i++) free(s->scr[i]);
     for (int i = 0; i < ACT_COUNT; i++) act_free(&s->act[i]);
     free(s->thr_tmp);
+    pilot_free(s->pilot);
     free(s);
 }
 
 int32_t session_pos(const sl_session *s) { return s->pos; }
 int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
+
+void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
 void session_rewind(sl_session *s, int32_t pos)
 {
@@ -207,7 +282,9 @@ static int output(sl_session *s, const float *x, int r0, int n, float *logits, s
     return linear(s, &s->act[ACT_A], &m->output, NULL, xn, n, logits, err);
 }
 
-static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logits, int out_from, sl_err *err)
+/* DECODE: the evaluation is a single token (prediction statistics count only those). */
+static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logits, int out_from, bool decode,
+                       sl_err *err)
 {
     const sl_model *m = s->m;
     const hparams *hp = &m->hp;
@@ -217,6 +294,7 @@ static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logit
     embed(s, tokens, T, x);
     for (int t = 0; t < T; t++) rope_cache(&hp->rope, s->pos + t, rope + (size_t)t * hp->n_rot);
     batch b = {.T = T, .pos0 = s->pos, .rope = rope};
+    pilot_ubatch(s->pilot, tokens, T, decode);
     for (int il = 0; il < hp->n_layer; il++)
         if (m->ops->layer(s, il, &b, err)) return -1;
     if (out_from < T && output(s, x, out_from, T - out_from, logits, err)) return -1;
@@ -234,12 +312,12 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (n > s->n_ctx - s->pos)
         return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
                        s->n_ctx);
-    for (int32_t off = 0; off < n; off += UBATCH) {
-        int T = n - off < UBATCH ? n - off : UBATCH;
+    for (int32_t off = 0; off < n; off += s->n_batch) {
+        int T = n - off < s->n_batch ? n - off : s->n_batch;
         bool last = off + T == n;
         int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
         float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
-        if (eval_ubatch(s, tokens + off, T, dst, out_from, err)) return -1;
+        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) return -1;
     }
     return 0;
 }

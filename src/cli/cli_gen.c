@@ -15,7 +15,7 @@
 
 /* Whether PATH lies in the models/ directory of the checkout this binary was
  * built in (<exe>/../models): the bundled tiny models live there. */
-static bool in_bundled_dir(const char *path)
+bool cli_is_bundled(const char *path)
 {
     char exe[PATH_MAX], dir[PATH_MAX + 16], rdir[PATH_MAX], rfile[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -30,12 +30,24 @@ static bool in_bundled_dir(const char *path)
     return !strncmp(rfile, rdir, k) && rfile[k] == '/' && !strchr(rfile + k + 1, '/');
 }
 
-int32_t cli_default_ctx(const sl_model *m, bool bundled)
+
+/* SLUICE_FAULT_READ=N turns the Nth completed expert read into EIO: how
+ * the end-to-end tests check that a failed read stops the run with a clear
+ * error instead of skipping an expert. */
+static int fault_nth(void *ctx, uint32_t file, uint64_t off, uint32_t len)
 {
-    int32_t n = model_n_ctx_train(m);
-    if (n <= 0 || n > CLI_MAX_DEFAULT_CTX) n = CLI_MAX_DEFAULT_CTX;
-    if (bundled && n > CLI_BUNDLED_CTX) n = CLI_BUNDLED_CTX;
-    return n;
+    (void)file, (void)off, (void)len;
+    long *left = ctx;
+    return --*left == 0 ? -EIO : 0;
+}
+
+static void arm_fault(cli_model *cm, engine_opts *eo)
+{
+    const char *v = getenv("SLUICE_FAULT_READ");
+    if (!v || atol(v) <= 0) return;
+    cm->fault_countdown = atol(v);
+    eo->fault = fault_nth;
+    eo->fault_ctx = &cm->fault_countdown;
 }
 
 int cli_model_open(cli_model *cm, const cli_model_opts *o)
@@ -43,30 +55,179 @@ int cli_model_open(cli_model *cm, const cli_model_opts *o)
     memset(cm, 0, sizeof *cm);
     cm->path = o->model_path ? o->model_path : cli_default_model();
     if (!cm->path) return FAIL("no model given (-m FILE) and the bundled models/tinymoe-q8_0.gguf was not found");
-    cm->bundled = !o->model_path || in_bundled_dir(cm->path);
+    cm->bundled = !o->model_path || cli_is_bundled(cm->path);
+    engine_opts eo = o->eo;
+    eo.model_path = cm->path;
+    eo.threads = o->threads;
+    eo.no_session = o->model_only;
+    eo.n_ctx = o->n_ctx;
+    eo.n_ctx_cap = cm->bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
+    arm_fault(cm, &eo);
     sl_err err;
-    model_opts mo = {0};
-    if (model_load(&cm->model, cm->path, &mo, &err)) return FAIL("%s", err.msg);
-    if (o->model_only) return 0;
-    cm->pool = pool_create(o->threads);
-    if (!cm->pool) {
-        cli_model_close(cm);
-        return FAIL("cannot start %d threads", o->threads);
-    }
-    int32_t n_ctx = o->n_ctx > 0 ? o->n_ctx : cli_default_ctx(cm->model, cm->bundled);
-    if (session_create(&cm->session, cm->model, n_ctx, cm->pool, &err)) {
-        cli_model_close(cm);
-        return FAIL("%s", err.msg);
-    }
+    if (engine_open(&cm->eng, &eo, &err)) return FAIL("%s", err.msg);
+    cm->model = cm->eng.model;
+    cm->pool = cm->eng.pool;
+    cm->session = cm->eng.session;
     return 0;
 }
 
 void cli_model_close(cli_model *cm)
 {
-    session_free(cm->session);
-    pool_destroy(cm->pool);
-    model_free(cm->model);
+    engine_close(&cm->eng);
     memset(cm, 0, sizeof *cm);
+}
+
+const char CLI_STREAM_HELP[] =
+    "expert placement (default: in RAM, or streamed when the model does not fit):\n"
+    "  --mem SIZE           hard memory budget for everything (e.g. 6G); routed experts\n"
+    "                       stream from disk through a cache of what is left\n"
+    "  --io MODE            uring (default), pread, or mmap (page cache baseline)\n"
+    "  --pin SIZE           pinned tier of the hottest experts (from the heat file), part of --mem\n"
+    "  --heat-file PATH     heat histogram to use and update (default ~/.cache/sluice/<model id>.heat)\n"
+    "  --no-heat            neither read nor update the heat histogram\n"
+    "  --pack PACK          read experts from a multi-drive pack (sluice pack)\n"
+    "  --verify             check every pack record's checksum on read\n"
+    "  -b, --batch-size N   most prompt tokens per layer-major pass (streaming: each expert is\n"
+    "                       read once per layer per pass; default 512 in RAM, 2048 streaming)\n"
+    "  --kv MODE            KV cache: f16 (default, flash attention like llama.cpp), f32, f16-noflash\n"
+    "  --prefetch MODE      predict the next layer's experts and read them ahead: auto (per layer\n"
+    "                       the best predictor, off where none pays; the default when streaming),\n"
+    "                       next (always the next layer's router), off (the default in RAM)\n";
+
+static int parse_size(const char *name, const char *arg, uint64_t *out)
+{
+    int64_t v = cli_parse_size(arg);
+    if (v <= 0) return FAIL("%s: expected a size like 6G, 512M or 1.5GiB, got '%s'", name, arg);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_kv(const char *arg, sl_kv_mode *out)
+{
+    if (!strcmp(arg, "f16")) *out = SL_KV_F16_FLASH;
+    else if (!strcmp(arg, "f32")) *out = SL_KV_F32;
+    else if (!strcmp(arg, "f16-noflash")) *out = SL_KV_F16;
+    else return FAIL("--kv: expected f16, f32 or f16-noflash, got '%s'", arg);
+    return 0;
+}
+
+int cli_stream_option(int opt, const char *arg, engine_opts *eo)
+{
+    long v;
+    switch (opt) {
+    case CLI_OPT_MEM: return parse_size("--mem", arg, &eo->mem) ? -1 : 1;
+    case CLI_OPT_PIN: return parse_size("--pin", arg, &eo->pin) ? -1 : 1;
+    case CLI_OPT_IO: {
+        int io = store_io_parse(arg);
+        if (io < 0) return FAIL("--io: expected uring, pread or mmap, got '%s'", arg);
+        eo->io = (store_io)io, eo->io_set = true;
+        return 1;
+    }
+    case CLI_OPT_HEAT_FILE: eo->heat_file = arg; return 1;
+    case CLI_OPT_NO_HEAT: eo->no_heat = true; return 1;
+    case CLI_OPT_PACK: eo->pack = arg; return 1;
+    case CLI_OPT_VERIFY: eo->verify = true; return 1;
+    case CLI_OPT_KV: return parse_kv(arg, &eo->kv_mode) ? -1 : 1;
+    case CLI_OPT_PREFETCH: {
+        int m = sl_prefetch_mode_parse(arg);
+        if (m < 0) return FAIL("--prefetch: expected auto, next or off, got '%s'", arg);
+        eo->prefetch = (sl_prefetch_mode)m, eo->prefetch_set = true;
+        return 1;
+    }
+    case 'b':
+        if (cli_parse_int("-b", arg, 1, 1L << 20, &v)) return -1;
+        eo->n_batch = (int32_t)v;
+        return 1;
+    default: return 0;
+    }
+}
+
+void cli_print_engine(const sl_engine *e, bool verbose)
+{
+    if (e->note[0]) fprintf(stderr, "sluice: %s\n", e->note);
+    if (!verbose || !e->streaming || e->io == STORE_IO_MMAP) return;
+    char a[32], b[32], c[32], d[32], f[32];
+    fprintf(stderr, "sluice: streaming experts (%s): --mem %s = spine %s + KV %s + scratch/runtime %s + cache %s (%lld experts of %lld)\n",
+            store_io_name(e->io), cli_fmt_bytes(e->plan.total, a, 32), cli_fmt_bytes(e->plan.spine, b, 32),
+            cli_fmt_bytes(e->plan.kv, c, 32), cli_fmt_bytes(e->plan.scratch + e->plan.runtime + e->plan.meta, d, 32),
+            cli_fmt_bytes(e->plan.cache, f, 32), (long long)e->plan.slots, (long long)e->plan.experts);
+    if (e->info[0]) fprintf(stderr, "sluice: heat: %s\n", e->info);
+}
+
+void cli_stream_stats(const sl_engine *e, gen_stats *st)
+{
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    st->streaming = ss.streaming;
+    st->expert_bytes_read = ss.expert_bytes_read;
+    int64_t toks = st->prompt_tokens + st->decode_steps;
+    st->expert_bytes_per_token = toks ? (double)ss.expert_bytes_read / (double)toks : 0;
+    st->distinct_experts = ss.distinct_experts;
+    st->cache_hits = ss.cache_hits;
+    st->cache_misses = ss.cache_misses;
+    st->io_wait_s = ss.io_wait_s;
+    double busy = st->prompt_s + st->decode_s;
+    st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;
+    st->read_gbps = ss.read_gbps;
+    st->prefill_read_amplification = ss.prefill_read_amplification;
+}
+
+void cli_print_prefetch(FILE *f, sl_engine *e)
+{
+    sl_prefetch_stats ps;
+    session_prefetch_stats(e->session, &ps);
+    if (ps.mode == SL_PREFETCH_OFF || !ps.n_layers) return;
+    fprintf(f, "%-27s %.1f%% recall, %.1f%% precision over %llu decode steps (%s)\n", "expert prediction",
+            100 * ps.recall, 100 * ps.precision, (unsigned long long)ps.steps, sl_prefetch_mode_name(ps.mode));
+    fprintf(f, "%-27s", "  per layer recall");
+    for (int i = 0; i < ps.n_layers; i++) {
+        const sl_prefetch_layer *l = &ps.layers[i];
+        fprintf(f, "%s%d %.0f%%", i ? ", " : " ", l->layer, 100 * l->recall);
+    }
+    fputc('\n', f);
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    char b[32];
+    if (ss.streaming)
+        fprintf(f, "%-27s %llu used, %s wasted\n", "  prefetched experts", (unsigned long long)ss.prefetch_used,
+                cli_fmt_bytes(ss.prefetch_wasted_bytes, b, sizeof b));
+}
+
+/* One layer of the "prefetch" JSON object. */
+static json_t *prefetch_layer_json(const sl_prefetch_layer *l)
+{
+    json_t *o = json_object(), *src = json_object();
+    json_object_set_new(o, "layer", json_integer(l->layer));
+    json_object_set_new(o, "recall", json_real(l->recall));
+    json_object_set_new(o, "precision", json_real(l->precision));
+    json_object_set_new(o, "steps", json_integer((json_int_t)l->steps));
+    json_object_set_new(o, "hinted_steps", json_integer((json_int_t)l->hinted_steps));
+    /* each predictor's own recall (computed on every step, hinted or not) */
+    for (int c = 0; c < SL_PRED_COUNT; c++)
+        json_object_set_new(src, sl_pred_source_name(c), l->src_recall[c] < 0 ? json_null() : json_real(l->src_recall[c]));
+    json_object_set_new(o, "predictor_recall", src);
+    json_object_set_new(o, "auto_choice", json_string(sl_pred_source_name(l->choice)));
+    return o;
+}
+
+int cli_prefetch_json(sl_engine *e, json_t *obj)
+{
+    sl_prefetch_stats ps;
+    session_prefetch_stats(e->session, &ps);
+    if (ps.mode == SL_PREFETCH_OFF) return 0;
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    json_t *o = json_object(), *layers = json_array();
+    if (!o || !layers) return json_decref(o), json_decref(layers), -1;
+    json_object_set_new(o, "mode", json_string(sl_prefetch_mode_name(ps.mode)));
+    json_object_set_new(o, "steps", json_integer((json_int_t)ps.steps));
+    json_object_set_new(o, "recall", json_real(ps.recall));
+    json_object_set_new(o, "precision", json_real(ps.precision));
+    json_object_set_new(o, "used", json_integer((json_int_t)ss.prefetch_used));
+    json_object_set_new(o, "wasted_bytes", json_integer((json_int_t)ss.prefetch_wasted_bytes));
+    for (int i = 0; i < ps.n_layers; i++) json_array_append_new(layers, prefetch_layer_json(&ps.layers[i]));
+    json_object_set_new(o, "per_layer", layers);
+    return json_object_set_new(obj, "prefetch", o);
 }
 
 uint32_t cli_random_seed(void)
@@ -189,14 +350,14 @@ void cli_print_stats(FILE *f, const gen_stats *st, const sampler_params *sp)
     size_t nf;
     const stat_field *fl = stats_fields(&nf);
     for (size_t i = 0; i < nf; i++) {
-        if (!fl[i].label) continue;
+        if (!fl[i].label || (fl[i].streaming && !st->streaming)) continue;
         double v = stats_value(st, &fl[i]);
         char b[32];
-        if (!strcmp(fl[i].unit, "bytes")) fprintf(f, "%-22s %s\n", fl[i].label, cli_fmt_bytes((uint64_t)v, b, sizeof b));
-        else if (fl[i].kind == STAT_F64) fprintf(f, "%-22s %.3f %s\n", fl[i].label, v, fl[i].unit);
-        else fprintf(f, "%-22s %.0f\n", fl[i].label, v);
+        if (!strcmp(fl[i].unit, "bytes")) fprintf(f, "%-27s %s\n", fl[i].label, cli_fmt_bytes((uint64_t)v, b, sizeof b));
+        else if (fl[i].kind == STAT_F64) fprintf(f, "%-27s %.3f %s\n", fl[i].label, v, fl[i].unit);
+        else fprintf(f, "%-27s %.0f\n", fl[i].label, v);
     }
-    if (sp) fprintf(f, "%-22s %u\n", "seed", sp->seed);
+    if (sp) fprintf(f, "%-27s %u\n", "seed", sp->seed);
 }
 
 int cli_write_json(const char *path, json_t *root)
@@ -210,6 +371,9 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params 
     long v;
     switch (opt) {
     case 'm': mo->model_path = arg; return 1;
+    case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
+    case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH:
+        return cli_stream_option(opt, arg, &mo->eo);
     case 'c':
         if (cli_parse_int("-c", arg, 0, 1L << 24, &v)) return -1;
         mo->n_ctx = (int32_t)v;

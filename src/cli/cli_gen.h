@@ -14,6 +14,7 @@
 #include "chat/chat.h"
 #include "decode/sampler.h"
 #include "decode/stats.h"
+#include "engine/engine.h"
 #include "kernels/pool.h"
 
 /* Context the bundled demo model gets by default: it was trained on
@@ -25,27 +26,61 @@ typedef struct {
     int32_t n_ctx;          /* <= 0: the default (cli_default_ctx) */
     int threads;            /* <= 0: physical cores */
     bool model_only;        /* load the model, no pool or session */
+    engine_opts eo;         /* expert placement: --mem, --io, --pin, --pack ... */
 } cli_model_opts;
 
 typedef struct {
+    sl_engine eng;
     sl_model *model;
     sl_pool *pool;
     sl_session *session;
     const char *path; /* the model file actually opened */
     bool bundled;     /* it is the bundled demo model */
+    long fault_countdown; /* SLUICE_FAULT_READ: fail this completed expert read (tests) */
 } cli_model;
 
 /* Options every generating command takes: -m, -c, -t and the sampling
  * flags.  Commands put CLI_GEN_LONGOPTS in their getopt_long table, number
  * their own long-only options from CLI_OPT_FIRST_FREE, and hand each option
  * to cli_gen_option first. */
-enum { CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED, CLI_OPT_FIRST_FREE };
+enum {
+    CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED,
+    CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
+    CLI_OPT_KV, CLI_OPT_PREFETCH,
+    CLI_OPT_FIRST_FREE
+};
 #define CLI_GEN_LONGOPTS                                                                                      \
     {"model", required_argument, 0, 'm'}, {"ctx-size", required_argument, 0, 'c'},                           \
-        {"threads", required_argument, 0, 't'}, {"temp", required_argument, 0, CLI_OPT_TEMP},                 \
-        {"top-k", required_argument, 0, CLI_OPT_TOPK}, {"top-p", required_argument, 0, CLI_OPT_TOPP},         \
-        {"min-p", required_argument, 0, CLI_OPT_MINP}, {"seed", required_argument, 0, CLI_OPT_SEED}
-#define CLI_GEN_SHORTOPTS "m:c:t:"
+        {"threads", required_argument, 0, 't'}, {"batch-size", required_argument, 0, 'b'},                    \
+        {"temp", required_argument, 0, CLI_OPT_TEMP}, {"top-k", required_argument, 0, CLI_OPT_TOPK},          \
+        {"top-p", required_argument, 0, CLI_OPT_TOPP}, {"min-p", required_argument, 0, CLI_OPT_MINP},         \
+        {"seed", required_argument, 0, CLI_OPT_SEED}, CLI_STREAM_LONGOPTS
+/* Expert placement flags, shared by every command that loads a model. */
+#define CLI_STREAM_LONGOPTS                                                                                   \
+    {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
+        {"pin", required_argument, 0, CLI_OPT_PIN}, {"heat-file", required_argument, 0, CLI_OPT_HEAT_FILE},   \
+        {"no-heat", no_argument, 0, CLI_OPT_NO_HEAT}, {"pack", required_argument, 0, CLI_OPT_PACK},           \
+        {"verify", no_argument, 0, CLI_OPT_VERIFY}, {"kv", required_argument, 0, CLI_OPT_KV},                 \
+        {"prefetch", required_argument, 0, CLI_OPT_PREFETCH}
+#define CLI_GEN_SHORTOPTS "m:c:t:b:"
+
+/* Help text for the expert placement flags. */
+extern const char CLI_STREAM_HELP[];
+
+/* Applies one expert placement flag; same returns as cli_gen_option. */
+int cli_stream_option(int opt, const char *arg, engine_opts *eo);
+
+/* Prints what the engine noted (auto-streaming, heat) and, with VERBOSE,
+ * the memory plan, to stderr. */
+void cli_print_engine(const sl_engine *e, bool verbose);
+
+/* Adds the streaming figures of E to the --stats lines / JSON. */
+void cli_stream_stats(const sl_engine *e, gen_stats *st);
+
+/* Expert prediction figures (docs/PREFETCH.md): the --stats lines, and the
+ * "prefetch" object added to a JSON object (nothing when prediction is off). */
+void cli_print_prefetch(FILE *f, sl_engine *e);
+int cli_prefetch_json(sl_engine *e, json_t *obj);
 
 /* Returns 1 if OPT was one of the shared options (applied), 0 if not, -1 on
  * a bad value (error printed).  A --seed of -1 leaves *seed_set false. */
@@ -56,8 +91,9 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params 
 int cli_model_open(cli_model *cm, const cli_model_opts *o);
 void cli_model_close(cli_model *cm);
 
-/* min(training context, 4096), and at most CLI_BUNDLED_CTX for the bundled model. */
-int32_t cli_default_ctx(const sl_model *m, bool bundled);
+/* Whether PATH is one of the bundled models (in the checkout's models/). */
+bool cli_is_bundled(const char *path);
+
 
 /* A seed from the OS (getrandom), never 0xFFFFFFFF (which means "random"). */
 uint32_t cli_random_seed(void);

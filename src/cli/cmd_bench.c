@@ -12,6 +12,7 @@
 #include "cli/cli_gen.h"
 #include "decode/rng.h"
 #include "decode/stats.h"
+#include "experts/probe.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
 
@@ -24,17 +25,25 @@ typedef struct {
     int n_threads;
     bool json;
     const char *json_out; /* also write the JSON object here */
+    engine_opts eo;       /* --mem, --io, ...: streaming benchmark */
+    bool no_probe;
 } bench_args;
+
+/* Streaming figures of one test (warm-up included), from store counters. */
+typedef struct {
+    double bytes_per_token, hit_rate, io_wait_share, read_gbps, effective_gbps;
+} stream_figs;
 
 typedef struct {
     int threads;
     const char *isa;
     double *pp, *tg; /* tokens/s per repetition */
+    stream_figs spp, stg;
 } bench_row;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sluice bench [-m MODEL.gguf] [-p 512] [-n 128] [-t N[,N...]] [-r 5] [--json]\n\n"
+    fprintf(f, "usage: sluice bench [--mem SIZE [--io MODE]] [-m MODEL.gguf] [-p 512] [-n 128] [-t N[,N...]] [-r 5] [--json]\n\n"
                "Measures prompt processing (ppP: one batch of P tokens into a fresh session) and text\n"
                "generation (tgN: N single-token steps) in tokens/s, like llama-bench; prints the median\n"
                "and standard deviation over R repetitions after one warm-up run.\n\n"
@@ -44,7 +53,13 @@ static void usage(FILE *f)
                "  -t, --threads LIST   thread counts, comma-separated (default: physical cores)\n"
                "  -r, --repetitions R  timed repetitions (default 5)\n"
                "      --json           print one JSON object (medians pp_tps / tg_tps and the settings)\n"
-               "      --json-out FILE  print the table and write the JSON object to FILE\n");
+               "      --json-out FILE  print the table and write the JSON object to FILE\n"
+               "      --no-probe       streaming: skip the raw disk bandwidth probe\n\n"
+               "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
+               "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
+               "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"
+               "it can print achieved / raw bandwidth and tokens/s against the I/O bound.\n\n%s",
+            CLI_STREAM_HELP);
 }
 
 static int parse_threads(const char *s, bench_args *a)
@@ -68,8 +83,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"model", required_argument, 0, 'm'}, {"n-prompt", required_argument, 0, 'p'},
         {"n-gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
         {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
-        {"json-out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+        {"json-out", required_argument, 0, 'o'}, {"no-probe", no_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
     optind = 1;
@@ -84,9 +99,13 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 't': bad = parse_threads(optarg, a); break;
         case 'j': a->json = true; break;
         case 'o': a->json_out = optarg; break;
+        case 'P': a->no_probe = true; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
-        default: return FAIL("unknown option %s (sluice bench --help)", argv[optind - 1]);
+        default:
+            bad = cli_stream_option(opt, optarg, &a->eo);
+            if (bad == 1) bad = 0;
+            else if (bad == 0) return FAIL("unknown option %s (sluice bench --help)", argv[optind - 1]);
         }
         if (bad) return -1;
     }
@@ -99,6 +118,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
 
 typedef struct {
     sl_model *model;
+    const sl_engine *eng;
     sl_pool *pool;
     int32_t *toks; /* max(p, n) pseudo-random ids */
     float *logits;
@@ -110,7 +130,8 @@ typedef struct {
 static double run_pp(bench_ctx *b)
 {
     sl_session *s;
-    if (session_create(&s, b->model, (int32_t)b->a->p, b->pool, &b->err)) return -1;
+    session_opts so = {.kv_mode = b->a->eo.kv_mode, .n_batch = b->eng->n_batch};
+    if (session_create_opts(&s, b->model, (int32_t)b->a->p, b->pool, &so, &b->err)) return -1;
     double t0 = stats_now();
     int rc = session_eval(s, b->toks, (int32_t)b->a->p, b->logits, false, &b->err);
     double dt = stats_now() - t0;
@@ -122,7 +143,8 @@ static double run_pp(bench_ctx *b)
 static double run_tg(bench_ctx *b)
 {
     sl_session *s;
-    if (session_create(&s, b->model, (int32_t)b->a->n, b->pool, &b->err)) return -1;
+    session_opts so = {.kv_mode = b->a->eo.kv_mode, .n_batch = b->eng->n_batch};
+    if (session_create_opts(&s, b->model, (int32_t)b->a->n, b->pool, &so, &b->err)) return -1;
     double t0 = stats_now();
     int rc = 0;
     for (long i = 0; i < b->a->n && rc == 0; i++) rc = session_eval(s, &b->toks[i], 1, b->logits, false, &b->err);
@@ -189,7 +211,10 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-static void print_table(const bench_args *a, const cli_model *cm, const bench_row *rows)
+static void print_stream(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr);
+static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr);
+
+static void print_table(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
 {
     uint64_t bytes;
     double params;
@@ -216,6 +241,7 @@ static void print_table(const bench_args *a, const cli_model *cm, const bench_ro
         }
     }
     printf("\nt/s: median ± standard deviation over %ld runs (after one warm-up run)\n", a->reps);
+    if (cm->eng.store) print_stream(a, cm, rows, pr);
 }
 
 static json_t *samples_json(const double *v, long n, long tokens)
@@ -242,7 +268,7 @@ static json_t *row_json(const bench_args *a, const bench_row *r)
 
 /* One object: the settings, the first thread count's results at top level,
  * and every thread count under "results". */
-static int print_json(const bench_args *a, const cli_model *cm, const bench_row *rows, FILE *f)
+static int print_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr, FILE *f)
 {
     json_t *o = row_json(a, &rows[0]), *all = json_array();
     json_object_set_new(o, "model", json_string(cm->path));
@@ -253,6 +279,7 @@ static int print_json(const bench_args *a, const cli_model *cm, const bench_row 
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)stats_peak_rss()));
     for (int i = 0; i < a->n_threads; i++) json_array_append_new(all, row_json(a, &rows[i]));
     json_object_set_new(o, "results", all);
+    if (cm->eng.store) json_object_set_new(o, "streaming", stream_json(a, cm, rows, pr));
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return cli_fail("cannot format the JSON output");
@@ -261,16 +288,113 @@ static int print_json(const bench_args *a, const cli_model *cm, const bench_row 
     return 0;
 }
 
-static int write_json(const bench_args *a, const cli_model *cm, const bench_row *rows)
+static int write_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
 {
     FILE *f = fopen(a->json_out, "w");
     if (!f) return cli_fail("cannot create %s", a->json_out);
-    int rc = print_json(a, cm, rows, f);
+    int rc = print_json(a, cm, rows, pr, f);
     if (fclose(f) != 0 && !rc) rc = cli_fail("cannot write %s", a->json_out);
     return rc;
 }
 
+/* ---- streaming report ---- */
+
+/* Raw random-read bandwidth of the model's disk with reads the size of the
+ * largest expert part, as deep as the store's queue. */
+static int probe_disk(const cli_model *cm, probe_result *out)
+{
+    const expert_layout *L = model_expert_layout(cm->model);
+    uint64_t part = 0;
+    for (int l = 0; l < L->n_layers; l++)
+        for (int p = 0; p < L->layer[l].n_parts; p++)
+            if (L->layer[l].parts[p].bytes > part) part = L->layer[l].parts[p].bytes;
+    sl_err err;
+    if (disk_probe(model_gguf(cm->model)->parts[0].path, (uint32_t)part, 32, 3.0, out, &err))
+        return cli_fail("%s", err.msg);
+    return 0;
+}
+
+static void print_stream(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
+{
+    const sl_engine *e = &cm->eng;
+    char b1[32], b2[32];
+    printf("\nstreaming (%s, --mem %s: %lld of %lld experts cached):\n", store_io_name(e->io),
+           cli_fmt_bytes(e->plan.total, b1, 32), (long long)e->plan.slots, (long long)e->plan.experts);
+    printf("| threads | test     | expert bytes/token | hit rate | I/O wait | read GB/s | effective GB/s |\n");
+    printf("| ------: | -------- | -----------------: | -------: | -------: | --------: | -------------: |\n");
+    for (int i = 0; i < a->n_threads; i++)
+        for (int k = 0; k < 2; k++) {
+            const stream_figs *f = k ? &rows[i].stg : &rows[i].spp;
+            long tok = k ? a->n : a->p;
+            if (!tok) continue;
+            char test[24];
+            snprintf(test, sizeof test, "%s%ld", k ? "tg" : "pp", tok);
+            printf("| %7d | %-8s | %18s | %7.1f%% | %7.1f%% | %9.2f | %14.2f |\n", rows[i].threads, test,
+                   cli_fmt_bytes((uint64_t)f->bytes_per_token, b2, 32), 100 * f->hit_rate, 100 * f->io_wait_share,
+                   f->read_gbps, f->effective_gbps);
+        }
+    if (!pr->gbps) return;
+    printf("\nraw disk: %.2f GB/s (O_DIRECT random %s reads, depth %d, %.1f s%s)\n", pr->gbps,
+           cli_fmt_bytes(pr->read_size, b1, 32), pr->depth, pr->seconds, pr->direct ? "" : ", NOT direct");
+    for (int i = 0; i < a->n_threads && a->n; i++) {
+        const stream_figs *f = &rows[i].stg;
+        double bound = f->bytes_per_token > 0 ? pr->gbps * 1e9 / f->bytes_per_token : 0;
+        double tps = median(rows[i].tg, a->reps);
+        printf("t=%d tg: achieved / raw %.0f%% while reading, %.0f%% over the test; I/O bound %.2f tok/s, measured %.2f (%.0f%% of the bound)\n",
+               rows[i].threads, 100 * f->read_gbps / pr->gbps, 100 * f->effective_gbps / pr->gbps, bound, tps,
+               bound > 0 ? 100 * tps / bound : 0);
+    }
+}
+
+static json_t *figs_json(const stream_figs *f)
+{
+    return json_pack("{s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate", f->hit_rate,
+                     "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
+                     f->effective_gbps);
+}
+
+static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
+{
+    const sl_engine *e = &cm->eng;
+    json_t *per = json_array();
+    for (int i = 0; i < a->n_threads; i++)
+        json_array_append_new(per, json_pack("{s:i,s:o,s:o}", "threads", rows[i].threads, "pp", figs_json(&rows[i].spp),
+                                             "tg", figs_json(&rows[i].stg)));
+    double bound = rows[0].stg.bytes_per_token > 0 ? pr->gbps * 1e9 / rows[0].stg.bytes_per_token : 0;
+    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:o}", "io", store_io_name(e->io), "mem", (json_int_t)e->plan.total,
+                     "experts_cached", (json_int_t)e->plan.slots, "experts", (json_int_t)e->plan.experts,
+                     "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "per_threads", per);
+}
+
 /* ---- command ---- */
+
+static stream_figs figs_between(const store_stats *x, const store_stats *y, long tokens, double seconds)
+{
+    stream_figs f = {0};
+    double read = (double)(y->bytes_read - x->bytes_read);
+    double hits = (double)(y->hits - x->hits), lookups = hits + (double)(y->misses - x->misses);
+    double busy = y->read_busy_s - x->read_busy_s;
+    f.bytes_per_token = tokens ? read / (double)tokens : 0;
+    f.hit_rate = lookups > 0 ? hits / lookups : 0;
+    f.io_wait_share = seconds > 0 ? (y->io_wait_s - x->io_wait_s) / seconds : 0;
+    f.read_gbps = busy > 0 ? read / busy / 1e9 : 0;
+    f.effective_gbps = seconds > 0 ? read / seconds / 1e9 : 0;
+    return f;
+}
+
+/* Runs one test, and with a store attached, its streaming figures. */
+static int measure_streamed(bench_ctx *b, double (*run)(bench_ctx *), long tokens, double *tps, stream_figs *f)
+{
+    store_stats x, y;
+    if (b->eng->store) expert_store_stats(b->eng->store, &x);
+    double t0 = stats_now();
+    if (measure(b, run, tokens, tps)) return -1;
+    double dt = stats_now() - t0;
+    if (!b->eng->store || !tokens) return 0;
+    expert_store_stats(b->eng->store, &y);
+    *f = figs_between(&x, &y, tokens * (b->a->reps + 1), dt);
+    return 0;
+}
 
 static int bench_threads(bench_ctx *b, int threads, bench_row *row)
 {
@@ -278,7 +402,8 @@ static int bench_threads(bench_ctx *b, int threads, bench_row *row)
     if (!b->pool) return cli_fail("cannot start %d threads", threads);
     row->threads = pool_threads(b->pool);
     row->isa = kernels_isa_name(pool_isa(b->pool));
-    int rc = measure(b, run_pp, b->a->p, row->pp) || measure(b, run_tg, b->a->n, row->tg);
+    int rc = measure_streamed(b, run_pp, b->a->p, row->pp, &row->spp) ||
+             measure_streamed(b, run_tg, b->a->n, row->tg, &row->stg);
     pool_destroy(b->pool);
     b->pool = NULL;
     return rc;
@@ -290,10 +415,15 @@ int cmd_bench(int argc, char **argv)
     int r = parse_args(argc, argv, &a);
     if (r) return r < 0 ? 2 : 0;
     cli_model cm;
-    cli_model_opts mo = {.model_path = a.model, .model_only = true};
-    if (cli_model_open(&cm, &mo)) return 1;
     long nt = a.p > a.n ? a.p : a.n;
-    bench_ctx b = {.model = cm.model, .a = &a};
+    int max_threads = 1;
+    for (int i = 0; i < a.n_threads; i++) max_threads = a.threads[i] > max_threads ? a.threads[i] : max_threads;
+    /* plan the budget for exactly the sessions the tests create */
+    cli_model_opts mo = {.model_path = a.model, .model_only = true, .eo = a.eo, .n_ctx = (int32_t)nt,
+                         .threads = max_threads};
+    if (cli_model_open(&cm, &mo)) return 1;
+    cli_print_engine(&cm.eng, !a.json);
+    bench_ctx b = {.model = cm.model, .eng = &cm.eng, .a = &a};
     bench_row rows[MAX_THREAD_SETS] = {{0}};
     b.toks = malloc((size_t)nt * sizeof *b.toks);
     b.logits = malloc((size_t)model_n_vocab(cm.model) * sizeof *b.logits);
@@ -306,8 +436,10 @@ int cmd_bench(int argc, char **argv)
         rows[i].tg = calloc((size_t)a.reps, sizeof(double));
         rc = !rows[i].pp || !rows[i].tg ? cli_fail("out of memory") : bench_threads(&b, a.threads[i], &rows[i]);
     }
-    if (!rc) rc = a.json ? print_json(&a, &cm, rows, stdout) : (print_table(&a, &cm, rows), 0);
-    if (!rc && a.json_out) rc = write_json(&a, &cm, rows);
+    probe_result probe = {0};
+    if (!rc && cm.eng.store && !a.no_probe) rc = probe_disk(&cm, &probe);
+    if (!rc) rc = a.json ? print_json(&a, &cm, rows, &probe, stdout) : (print_table(&a, &cm, rows, &probe), 0);
+    if (!rc && a.json_out) rc = write_json(&a, &cm, rows, &probe);
     for (int i = 0; i < a.n_threads; i++) free(rows[i].pp), free(rows[i].tg);
     free(b.toks);
     free(b.logits);

@@ -70,7 +70,8 @@ static void usage(FILE *f)
                "      --temp, --top-k, --top-p, --min-p, --seed   sampling, as for sluice run\n"
                "      --ignore-eos    do not stop at end-of-generation tokens\n"
                "      --stats         print each turn's speed and cache reuse to stderr\n"
-               "      --no-cache      re-evaluate the whole conversation every turn (for comparison)\n");
+               "      --no-cache      re-evaluate the whole conversation every turn (for comparison)\n\n%s",
+            CLI_STREAM_HELP);
 }
 
 enum { O_SYSTEM = CLI_OPT_FIRST_FREE, O_NO_CACHE, O_STATS, O_IGNORE_EOS };
@@ -176,6 +177,14 @@ static int set_kv(chat_state *c, const int32_t *a, size_t na, const int32_t *b, 
 
 /* ---- one turn ---- */
 
+/* Once per forward pass: the engine saves expert heat now and then. */
+static int on_chat_token(void *ud, int32_t id)
+{
+    (void)id;
+    engine_tick(&((chat_state *)ud)->cm.eng);
+    return 0;
+}
+
 static int on_text(void *ud, const char *text, size_t len)
 {
     (void)ud;
@@ -219,7 +228,7 @@ static int reply(chat_state *c)
     if (keep == n) keep--;
     session_rewind(s, (int32_t)keep);
     gen_opts go = {(int32_t)c->a->n_predict, c->a->ignore_eos, c->chat.stops, c->chat.n_stops};
-    gen_callbacks cb = {c, NULL, NULL, on_text};
+    gen_callbacks cb = {c, NULL, on_chat_token, on_text};
     gen_result res;
     sl_err err;
     /* Ctrl-C stops the reply (not the program) while generating */
@@ -330,6 +339,7 @@ int cmd_chat(int argc, char **argv)
     if (r) return r < 0 ? 2 : 0;
     chat_state c = {.a = &a};
     if (cli_model_open(&c.cm, &a.mo)) return 1;
+    cli_print_engine(&c.cm.eng, a.stats);
     sl_err err;
     int rc = 0;
     if (cli_chat_open(&c.chat, c.cm.model)) rc = 1;

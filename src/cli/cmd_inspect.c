@@ -9,6 +9,8 @@
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 #include "gguf/summary.h"
+#include "cli/cli_gen.h"
+#include "engine/engine.h"
 
 static void print_string(FILE *f, const gguf_str *s, size_t max)
 {
@@ -149,7 +151,35 @@ static json_t *summary_json(const model_summary *s)
                      "expert_bytes_per_token", (json_int_t)s->expert_bytes_per_token, "per_layer", layers);
 }
 
-static void print_json(const gguf_file *g, const model_summary *s)
+/* The --mem plan: what the budget holds, and how many experts fit. */
+static void print_plan(const mem_plan *p, bool json_out)
+{
+    if (json_out) return; /* part of the JSON object */
+    char b[7][32];
+    printf("\nmemory plan for --mem %s (context %d, batch %d):\n", cli_fmt_bytes(p->total, b[0], 32), (int)p->n_ctx,
+           (int)p->n_batch);
+    printf("  spine (resident):    %s\n", cli_fmt_bytes(p->spine, b[1], 32));
+    printf("  KV cache:            %s\n", cli_fmt_bytes(p->kv, b[2], 32));
+    printf("  scratch:             %s\n", cli_fmt_bytes(p->scratch, b[3], 32));
+    printf("  runtime + metadata:  %s\n", cli_fmt_bytes(p->runtime + p->meta, b[4], 32));
+    printf("  expert cache:        %s = %lld of %lld experts (%.1f%%), %s per slot\n",
+           cli_fmt_bytes(p->cache, b[5], 32), (long long)p->slots, (long long)p->experts,
+           p->experts ? 100.0 * (double)p->slots / (double)p->experts : 0, cli_fmt_bytes(p->slot_bytes, b[6], 32));
+    if (p->pin) printf("  pinned tier:         %s of the cache\n", cli_fmt_bytes(p->pin, b[0], 32));
+    printf("  unused:              %s\n", cli_fmt_bytes(p->unused, b[1], 32));
+}
+
+static json_t *plan_json(const mem_plan *p)
+{
+    return json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (int)p->n_ctx, "n_batch",
+                     (int)p->n_batch, "total", (json_int_t)p->total, "spine",
+                     (json_int_t)p->spine, "kv", (json_int_t)p->kv, "scratch", (json_int_t)p->scratch, "runtime",
+                     (json_int_t)(p->runtime + p->meta), "cache", (json_int_t)p->cache, "slot_bytes",
+                     (json_int_t)p->slot_bytes, "experts_cached", (json_int_t)p->slots, "experts",
+                     (json_int_t)p->experts, "pin", (json_int_t)p->pin, "unused", (json_int_t)p->unused);
+}
+
+static void print_json(const gguf_file *g, const model_summary *s, const mem_plan *plan)
 {
     json_t *meta = json_object();
     for (uint64_t i = 0; i < g->n_kv; i++) json_object_set_new(meta, g->kv[i].key, value_json(&g->kv[i].v));
@@ -167,6 +197,7 @@ static void print_json(const gguf_file *g, const model_summary *s)
                              "parts", (int)g->n_parts, "alignment", (int)g->alignment, "architecture", s->arch,
                              "tokenizer", s->tokenizer, "metadata", meta, "tensors", tensors, "summary",
                              summary_json(s));
+    if (plan) json_object_set_new(root, "memory_plan", plan_json(plan));
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
     json_decref(root);
@@ -174,27 +205,65 @@ static void print_json(const gguf_file *g, const model_summary *s)
 
 static void inspect_usage(void)
 {
-    printf("usage: sluice inspect [-m] MODEL.gguf [--json]\n"
+    printf("usage: sluice inspect [-m] MODEL.gguf [--json] [--mem SIZE [-c CTX] [-t N] [-b N] [--kv MODE] [--pin SIZE]]\n"
            "  Prints the architecture and hyperparameters, the tokenizer, every tensor\n"
            "  (name, type, shape, bytes, offset) and how the weights split into the\n"
            "  resident spine and the routed experts that are streamed from disk.\n"
-           "  --json   one machine-readable JSON object instead of text\n");
+           "  --json   one machine-readable JSON object instead of text\n"
+           "  --mem    also print the memory plan for that budget: spine, KV cache for\n"
+           "           -c tokens, scratch, and how many experts the cache holds\n");
+}
+
+typedef struct {
+    const char *path;
+    bool json;
+    engine_opts eo;
+} inspect_args;
+
+/* Returns 1 to go on, 0 after --help, -1 on a bad option (printed). */
+static int parse_inspect(int argc, char **argv, inspect_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "-h") || !strcmp(o, "--help")) return inspect_usage(), 0;
+        else if (!strcmp(o, "-m") && v) a->path = argv[++i];
+        else if (!strcmp(o, "--mem") && v) {
+            int64_t b = cli_parse_size(argv[++i]);
+            if (b <= 0) return cli_fail("--mem: expected a size like 6G, got '%s'", v), -1;
+            a->eo.mem = (uint64_t)b;
+        } else if (!strcmp(o, "--pin") && v) {
+            int64_t b = cli_parse_size(argv[++i]);
+            if (b <= 0) return cli_fail("--pin: expected a size like 1G, got '%s'", v), -1;
+            a->eo.pin = (uint64_t)b;
+        } else if (!strcmp(o, "--kv") && v) {
+            if (cli_stream_option(CLI_OPT_KV, argv[++i], &a->eo) < 0) return -1;
+        } else if ((!strcmp(o, "-c") || !strcmp(o, "-t") || !strcmp(o, "-b")) && v) {
+            if (cli_parse_int(o, argv[++i], 1, 1L << 24, &n)) return -1;
+            if (o[1] == 'c') a->eo.n_ctx = (int32_t)n;
+            else if (o[1] == 't') a->eo.threads = (int)n;
+            else a->eo.n_batch = (int32_t)n;
+        } else if (o[0] == '-') return cli_fail("inspect: unknown option '%s'", o), -1;
+        else a->path = o;
+    }
+    return 1;
 }
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return inspect_usage(), 0;
-        else if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else if (argv[i][0] == '-') return cli_fail("inspect: unknown option '%s'", argv[i]);
-        else path = argv[i];
-    }
-    if (!path) path = cli_default_model();
+    inspect_args a;
+    int r = parse_inspect(argc, argv, &a);
+    if (r <= 0) return r < 0 ? 1 : 0;
+    const char *path = a.path ? a.path : cli_default_model();
     if (!path) return cli_fail("inspect: no model given (sluice inspect MODEL.gguf)");
     sl_err err;
+    mem_plan plan;
+    if (a.eo.mem) {
+        a.eo.n_ctx_cap = !a.path || cli_is_bundled(path) ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
+        if (engine_plan(path, &a.eo, &plan, &err)) return cli_fail("%s", err.msg);
+    }
     gguf_file *g;
     if (gguf_open(&g, path, &err)) return cli_fail("%s", err.msg);
     model_summary s;
@@ -202,8 +271,9 @@ int cmd_inspect(int argc, char **argv)
         gguf_close(g);
         return cli_fail("%s", err.msg);
     }
-    if (json) print_json(g, &s);
+    if (a.json) print_json(g, &s, a.eo.mem ? &plan : NULL);
     else print_text(g, &s);
+    if (a.eo.mem) print_plan(&plan, a.json);
     model_summary_free(&s);
     gguf_close(g);
     return 0;

@@ -45,7 +45,8 @@ static void usage(FILE *f)
             "      --stats            print speed, time to first token and peak memory to stderr\n"
             "      --json             print one JSON object with ids, text and timings instead of text\n"
             "      --stats-json FILE  write the timings and peak RSS as JSON to FILE\n"
-            "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n");
+            "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n\n%s",
+            CLI_STREAM_HELP);
 }
 
 enum {
@@ -125,6 +126,7 @@ static int parse_args(int argc, char **argv, run_args *a)
 
 typedef struct {
     const run_args *a;
+    sl_engine *eng;
     int failed;
 } run_ctx;
 
@@ -133,6 +135,14 @@ static int on_text(void *ud, const char *text, size_t len)
     (void)ud;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
+    return 0;
+}
+
+/* Once per generated token, i.e. once per forward pass (heat saves). */
+static int on_token(void *ud, int32_t id)
+{
+    (void)id;
+    engine_tick(((run_ctx *)ud)->eng);
     return 0;
 }
 
@@ -160,6 +170,7 @@ static int write_logits(const char *path, const float *x, int32_t n)
 static int on_prompt_logits(void *ud, const float *logits, int32_t n_vocab)
 {
     run_ctx *c = ud;
+    engine_mark_prompt_end(c->eng);
     if (c->a->logits_out && write_logits(c->a->logits_out, logits, n_vocab)) c->failed = 1;
     return c->failed;
 }
@@ -217,7 +228,7 @@ static int prompt_tokens(run_args *a, const cli_model *cm, int32_t **ids, size_t
     return 0;
 }
 
-static int print_json(const run_args *a, const int32_t *pids, size_t np, const gen_result *r)
+static int print_json(const run_args *a, const int32_t *pids, size_t np, const gen_result *r, sl_engine *eng)
 {
     json_t *o = json_object();
     json_object_set_new(o, "prompt_ids", cli_json_ids(pids, np));
@@ -226,6 +237,7 @@ static int print_json(const run_args *a, const int32_t *pids, size_t np, const g
     stats_to_json(&r->stats, o);
     json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
     json_object_set_new(o, "seed", json_integer(a->sp.seed));
+    cli_prefetch_json(eng, o);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return cli_fail("cannot format the JSON output");
@@ -234,12 +246,13 @@ static int print_json(const run_args *a, const int32_t *pids, size_t np, const g
     return 0;
 }
 
-static int write_stats_json(const char *path, const gen_result *r, const sampler_params *sp)
+static int write_stats_json(const char *path, const gen_result *r, const sampler_params *sp, sl_engine *eng)
 {
     json_t *o = json_object();
     stats_to_json(&r->stats, o);
     json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
     json_object_set_new(o, "seed", json_integer(sp->seed));
+    cli_prefetch_json(eng, o);
     int rc = cli_write_json(path, o);
     json_decref(o);
     return rc;
@@ -264,22 +277,24 @@ static int run(run_args *a, cli_model *cm)
         cli_fail("%s", err.msg);
         goto out;
     }
-    run_ctx rc_ctx = {a, 0};
+    run_ctx rc_ctx = {a, &cm->eng, 0};
     gen_opts go = {(int32_t)a->n_predict, a->ignore_eos, a->stops, a->n_stops};
-    gen_callbacks cb = {&rc_ctx, on_prompt_logits, NULL, a->json ? NULL : on_text};
+    gen_callbacks cb = {&rc_ctx, on_prompt_logits, on_token, a->json ? NULL : on_text};
     if (a->echo && !a->json && ptext) fputs(ptext, stdout); /* what the model sees, template included */
+    engine_mark_prompt_start(&cm->eng);
     if (generate(cm->model, cm->session, smp, pids, np, &go, &cb, &res, &err)) {
         cli_fail("%s", err.msg);
         goto out;
     }
     if (rc_ctx.failed) goto out;
+    cli_stream_stats(&cm->eng, &res.stats);
     /* end the text's last line so the shell prompt or the --stats lines start on their own */
     bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';
     if (open_line && isatty(STDOUT_FILENO)) putchar('\n');
     else if (open_line && a->stats) fputc('\n', stderr);
-    if (a->json && print_json(a, pids, np, &res)) goto out;
-    if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp);
-    if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp)) goto out;
+    if (a->json && print_json(a, pids, np, &res, &cm->eng)) goto out;
+    if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp), cli_print_prefetch(stderr, &cm->eng);
+    if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp, &cm->eng)) goto out;
     rc = 0;
 out:
     fflush(stdout);
@@ -303,6 +318,7 @@ int cmd_run(int argc, char **argv)
         free(a.stops);
         return 1;
     }
+    cli_print_engine(&cm.eng, a.stats);
     int rc = run(&a, &cm);
     cli_model_close(&cm);
     free(a.stops);

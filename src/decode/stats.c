@@ -4,7 +4,8 @@
 
 #include "decode/stats.h"
 
-#define F(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit}
+#define F(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit, 0}
+#define S(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit, 1}
 static const stat_field FIELDS[] = {
     F(prompt_tokens, STAT_I64, "prompt tokens", ""),
     F(generated_tokens, STAT_I64, "generated tokens", ""),
@@ -15,8 +16,19 @@ static const stat_field FIELDS[] = {
     F(decode_tps, STAT_F64, "decode", "tokens/s"),
     F(ttft_s, STAT_F64, "time to first token", "s"),
     F(peak_rss_bytes, STAT_U64, "peak RSS", "bytes"),
+    S(streaming, STAT_I64, NULL, ""),
+    S(expert_bytes_read, STAT_U64, "expert bytes read", "bytes"),
+    S(expert_bytes_per_token, STAT_F64, "expert bytes/token", "bytes"),
+    S(distinct_experts, STAT_U64, "distinct experts", ""),
+    S(cache_hits, STAT_U64, "cache hits", ""),
+    S(cache_misses, STAT_U64, "cache misses", ""),
+    S(io_wait_s, STAT_F64, "I/O wait", "s"),
+    S(compute_s, STAT_F64, "compute", "s"),
+    S(read_gbps, STAT_F64, "read bandwidth", "GB/s"),
+    S(prefill_read_amplification, STAT_F64, "prefill read amplification", "x"),
 };
 #undef F
+#undef S
 
 const stat_field *stats_fields(size_t *n)
 {

@@ -19,6 +19,16 @@ typedef struct {
     double prompt_tps;        /* prompt_tokens / prompt_s */
     double decode_tps;        /* decode_steps / decode_s */
     uint64_t peak_rss_bytes;  /* process high-water mark */
+    /* streaming (zero when experts are in RAM) */
+    int64_t streaming;        /* 1 when routed experts stream from disk */
+    uint64_t expert_bytes_read;
+    double expert_bytes_per_token;     /* expert_bytes_read / tokens evaluated */
+    uint64_t distinct_experts;         /* distinct (layer, expert) pairs used */
+    uint64_t cache_hits, cache_misses;
+    double io_wait_s;                  /* time compute waited on reads */
+    double compute_s;                  /* evaluation time not spent waiting */
+    double read_gbps;                  /* bytes read / time reads were in flight */
+    double prefill_read_amplification; /* prompt bytes read / bytes of distinct experts it used */
 } gen_stats;
 
 typedef enum { STAT_I64, STAT_U64, STAT_F64 } stat_kind;
@@ -29,6 +39,7 @@ typedef struct {
     size_t offset;     /* in gen_stats */
     const char *label; /* for people; NULL = JSON only */
     const char *unit;
+    int streaming;     /* printed only for streaming runs */
 } stat_field;
 
 /* The field table, in output order. */

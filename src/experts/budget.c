@@ -2,18 +2,19 @@
 
 #include <stdio.h>
 
-/* Measured: the sluice binary with its libraries and an idle pool is about
- * 12 MiB resident; thread stacks touch little.  The rest is headroom for
- * allocator fragmentation and the kernel's per-process structures that the
- * memory cgroup also charges. */
-uint64_t mem_runtime_overhead(int threads)
+/* Measured on the bundled model: the binary, its libraries and the libc
+ * arenas come to about 10 MiB besides the planned buffers; thread stacks
+ * touch little.  The parsed metadata and the tokenizer's tables grow with
+ * the vocabulary, roughly three times the GGUF header's bytes. */
+uint64_t mem_runtime_overhead(int threads, uint64_t metadata_bytes)
 {
-    return (48ull << 20) + (uint64_t)(threads > 0 ? threads : 1) * (2ull << 20);
+    return (16ull << 20) + (uint64_t)(threads > 0 ? threads : 1) * (1ull << 20) + 3 * metadata_bytes;
 }
 
+/* Rounded up, so "raise --mem to at least X" is always enough. */
 static const char *mib(uint64_t b, char *buf)
 {
-    snprintf(buf, 32, "%.1f MiB", (double)b / (1 << 20));
+    snprintf(buf, 32, "%.1f MiB", (double)((b * 10 + (1 << 20) - 1) >> 20) / 10);
     return buf;
 }
 
@@ -21,14 +22,16 @@ int mem_plan_make(mem_plan *p, const mem_plan_in *in, sl_err *err)
 {
     char a[32], b[32], c[32], d[32];
     *p = (mem_plan){.total = in->total, .spine = in->spine, .kv = in->kv, .scratch = in->scratch,
-                    .runtime = mem_runtime_overhead(in->threads), .slot_bytes = in->slot_bytes,
+                    .runtime = mem_runtime_overhead(in->threads, in->metadata), .slot_bytes = in->slot_bytes,
                     .experts = in->experts};
     p->meta = (uint64_t)in->experts * 24; /* cache key record + heat count + used flag */
     uint64_t fixed = p->spine + p->kv + p->scratch + p->runtime + p->meta;
-    if (fixed > p->total)
+    if (fixed > p->total) {
+        char e[32];
         return sl_errf(err, "--mem %s is too small: the spine (%s), KV cache (%s) and scratch/runtime (%s) alone need %s",
                        mib(p->total, a), mib(p->spine, b), mib(p->kv, c), mib(p->scratch + p->runtime + p->meta, d),
-                       mib(fixed, d));
+                       mib(fixed, e));
+    }
     uint64_t left = p->total - fixed;
     int64_t slots = in->slot_bytes ? (int64_t)(left / in->slot_bytes) : 0;
     if (slots > in->experts) slots = in->experts;

@@ -25,6 +25,7 @@ typedef struct {
     int64_t slots;         /* experts the cache holds */
     int64_t experts;       /* routed experts in the model (layers x experts) */
     uint64_t unused;       /* budget left over (less than one slot) */
+    int32_t n_ctx, n_batch; /* what KV and scratch were planned for */
 } mem_plan;
 
 typedef struct {
@@ -34,10 +35,11 @@ typedef struct {
     int min_slots;         /* smallest useful cache (e.g. experts used per token) */
     uint64_t pin;          /* requested pinned tier (--pin) */
     int threads;
+    uint64_t metadata;     /* bytes of GGUF metadata (vocabulary etc.) */
 } mem_plan_in;
 
-/* Fixed overhead sluice reserves for itself outside the planned buffers. */
-uint64_t mem_runtime_overhead(int threads);
+/* Overhead sluice reserves for itself outside the planned buffers. */
+uint64_t mem_runtime_overhead(int threads, uint64_t metadata_bytes);
 
 int mem_plan_make(mem_plan *p, const mem_plan_in *in, sl_err *err);
 

@@ -100,6 +100,19 @@ static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
     return uring_fill(u, err);
 }
 
+/* Hands out completion CQE and refills the ring. */
+static int uring_take(uring_io *u, struct io_uring_cqe *cqe, uint64_t *tag, int64_t *res, sl_err *err)
+{
+    int i = (int)io_uring_cqe_get_data64(cqe);
+    *tag = u->slot[i].tag;
+    *res = cqe->res;
+    io_uring_cqe_seen(&u->ring, cqe);
+    u->inflight--;
+    u->inflight_prefetch -= u->slot[i].prio != 0;
+    u->free_slot[u->n_free++] = i;
+    return uring_fill(u, err);
+}
+
 static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
@@ -110,14 +123,15 @@ static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     do rc = io_uring_wait_cqe(&u->ring, &cqe);
     while (rc == -EINTR);
     if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
-    int i = (int)io_uring_cqe_get_data64(cqe);
-    *tag = u->slot[i].tag;
-    *res = cqe->res;
-    io_uring_cqe_seen(&u->ring, cqe);
-    u->inflight--;
-    u->inflight_prefetch -= u->slot[i].prio != 0;
-    u->free_slot[u->n_free++] = i;
-    return uring_fill(u, err);
+    return uring_take(u, cqe, tag, res, err);
+}
+
+static int uring_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+{
+    uring_io *u = (uring_io *)b;
+    struct io_uring_cqe *cqe;
+    if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
+    return uring_take(u, cqe, tag, res, err) ? -1 : 1;
 }
 
 static int uring_pending(const io_backend *b)
@@ -143,7 +157,7 @@ static void uring_destroy(io_backend *b)
     free(u);
 }
 
-static const io_ops URING_OPS = {uring_submit, uring_wait, uring_pending, uring_destroy};
+static const io_ops URING_OPS = {uring_submit, uring_wait, uring_poll, uring_pending, uring_destroy};
 
 int io_uring_create(io_backend **out, int depth, sl_err *err)
 {
@@ -292,6 +306,20 @@ static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     return rc;
 }
 
+static int pread_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+{
+    pread_io *p = (pread_io *)b;
+    (void)err;
+    pthread_mutex_lock(&p->mu);
+    int got = p->n_comp > 0;
+    if (got) {
+        completion c = p->comp[--p->n_comp];
+        *tag = c.tag, *res = c.res;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
 static int pread_pending(const io_backend *b)
 {
     pread_io *p = (pread_io *)b;
@@ -319,7 +347,7 @@ static void pread_destroy(io_backend *b)
     free(p);
 }
 
-static const io_ops PREAD_OPS = {pread_submit, pread_wait, pread_pending, pread_destroy};
+static const io_ops PREAD_OPS = {pread_submit, pread_wait, pread_poll, pread_pending, pread_destroy};
 
 int io_pread_throttled_create(io_backend **out, int threads, const io_throttle *t, sl_err *err)
 {

@@ -33,6 +33,9 @@ typedef struct {
     /* Blocks for one completion: its tag and result (bytes read, or -errno).
      * Returns -1 (err set) if nothing is queued or in flight. */
     int (*wait)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
+    /* Like wait, but returns 0 at once when no read has completed yet
+     * (1 when it handed one out, -1 on error). */
+    int (*poll)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
     /* Requests queued or in flight. */
     int (*pending)(const io_backend *b);
     void (*destroy)(io_backend *b);

@@ -69,6 +69,7 @@ typedef struct {
     int *ready, n_ready;    /* FIFO of request indices ready to hand out */
     int ready_head;
     int n_done;             /* requests handed out */
+    double busy_since;      /* when the in-flight count last left zero */
     store_stats st;
 } store;
 
@@ -129,6 +130,7 @@ static int submit_plan(store *s, int slot, sl_err *err)
     ss->chunks_left = rp->n;
     ss->expect = rp->expect;
     ss->got = 0;
+    if (s->io->ops->pending(s->io) == 0) s->busy_since = now_s();
     return s->io->ops->submit(s->io, rp->req, rp->n, err);
 }
 
@@ -194,6 +196,9 @@ static void mark_failed(slot_state *ss, int32_t code, uint32_t file, uint64_t of
 }
 
 /* Waits for one chunk; marks its slot ready when all chunks have landed. */
+static void complete(store *s, uint64_t tag, int64_t res, double t1);
+
+/* Waits for one chunk (time counted as I/O wait), then completes it. */
 static int reap_one(store *s, sl_err *err)
 {
     uint64_t tag;
@@ -203,6 +208,25 @@ static int reap_one(store *s, sl_err *err)
     double t1 = now_s();
     s->st.io_wait_s += t1 - t0;
     if (rc) return -1;
+    complete(s, tag, res, t1);
+    return 0;
+}
+
+/* Completes every chunk that has already landed, without waiting: so a
+ * prefetch that finished during compute counts as on time. */
+static void reap_ready(store *s)
+{
+    uint64_t tag;
+    int64_t res;
+    sl_err ignored;
+    while (s->io->ops->poll(s->io, &tag, &res, &ignored) == 1) complete(s, tag, res, now_s());
+}
+
+/* Accounts one completed chunk; marks its slot ready when all its chunks
+ * have landed (or failed). */
+static void complete(store *s, uint64_t tag, int64_t res, double t1)
+{
+    if (s->io->ops->pending(s->io) == 0) s->st.read_busy_s += t1 - s->busy_since;
     int slot = tag_slot(tag);
     slot_state *ss = &s->slot[slot];
     s->st.reads++;
@@ -213,13 +237,13 @@ static int reap_one(store *s, sl_err *err)
     }
     if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
-    if (--ss->chunks_left > 0) return 0;
+    if (--ss->chunks_left > 0) return;
     cache_unpin(s->cache, slot); /* the loading pin */
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
     if (!ss->failed && s->src->ops->check &&
         s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
         mark_failed(ss, -EBADMSG, tag_file(tag), tag_off(tag));
-    if (ss->failed && retry_elsewhere(s, slot)) return 0;
+    if (ss->failed && retry_elsewhere(s, slot)) return;
     if (ss->req >= 0) {
         s->req[ss->req].state = REQ_READY;
         s->ready[(s->ready_head + s->n_ready++) % s->n] = ss->req;
@@ -230,7 +254,6 @@ static int reap_one(store *s, sl_err *err)
         cache_drop(s->cache, slot);
         ss->prefetched = false;
     }
-    return 0;
 }
 
 /* ---- provider ops ---- */
@@ -261,6 +284,7 @@ static int admit_waiting(store *s, sl_err *err)
 static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
 {
     store *s = (store *)p;
+    if (s->io) reap_ready(s);
     if (layer <= s->last_layer && s->cache) cache_next_token(s->cache);
     s->last_layer = s->layer = layer;
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
@@ -269,7 +293,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     for (int i = 0; i < n; i++) {
         s->ids[i] = ids[i];
         uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
-        s->st.distinct += !*u;
+        if (!*u) s->st.distinct++, s->st.distinct_bytes += expert_layout_bytes(s->L, layer);
         *u = 1;
         s->st.bytes_requested += expert_layout_bytes(s->L, layer);
         if (s->cfg.io == STORE_IO_MMAP) {

@@ -57,6 +57,8 @@ typedef struct {
     uint64_t reads;            /* I/O requests completed */
     uint64_t hits, misses, evictions;
     uint64_t distinct;         /* distinct (layer, expert) pairs used so far */
+    uint64_t distinct_bytes;   /* their bytes */
+    double read_busy_s;        /* wall time with at least one read in flight */
     uint64_t layers;           /* begin() calls */
     double io_wait_s;          /* time next() blocked on I/O */
     uint64_t prefetch_issued;  /* experts read on a hint */

@@ -4,17 +4,21 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-enum { HUGE_MIN = 1 << 20, HUGE_ALIGN = 2 << 20 };
+enum { HUGE_MIN = 1 << 20, HUGE_PAGE = 2 << 20 };
 
 void *sl_big_alloc(size_t bytes)
 {
-    if (bytes == 0 || bytes > SIZE_MAX - HUGE_ALIGN) return NULL;
-    if (bytes < HUGE_MIN) return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    size_t len = (bytes + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
-    void *p = aligned_alloc(HUGE_ALIGN, len);
+    if (bytes == 0 || bytes > SIZE_MAX - HUGE_PAGE) return NULL;
+    size_t len = (bytes + 63) & ~(size_t)63;
+    if (bytes < HUGE_MIN) return aligned_alloc(64, len);
+    void *p = aligned_alloc(HUGE_PAGE, len);
 #ifdef MADV_HUGEPAGE
-    /* before the first touch, so the faults map huge pages directly */
-    if (p) (void)madvise(p, len, MADV_HUGEPAGE);
+    /* Before the first touch, so the faults map huge pages directly.  Only
+     * the whole huge pages: a huge page over the tail would make up to 2 MiB
+     * of memory resident that the buffer does not use (and that memory
+     * plans do not count). */
+    size_t whole = len & ~(size_t)(HUGE_PAGE - 1);
+    if (p && whole) (void)madvise(p, whole, MADV_HUGEPAGE);
 #endif
     return p;
 }
