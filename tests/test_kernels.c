@@ -890,6 +890,24 @@ static void test_ops(void)
     t_end();
 }
 
+/* The multi-row norm gives op_rms_norm's bits row by row. */
+static void test_norm_rows(void)
+{
+    t_begin("op_rms_norm_rows equals op_rms_norm per row (1..9 rows, with and without weights)");
+    enum { N = 2048 + 7 };
+    static float x[9 * N], w[N], ref[9 * N], out[9 * N];
+    rand_acts(x, 9 * N, 1);
+    rand_acts(w, N, 0);
+    for (int rows = 1; rows <= 9; rows++)
+        for (int k = 0; k < 2; k++) {
+            const float *wk = k ? w : NULL;
+            for (int r = 0; r < rows; r++) op_rms_norm(ref + r * N, x + r * N, wk, N, 1e-6f);
+            op_rms_norm_rows(out, x, wk, rows, N, 1e-6f);
+            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)rows * N) == 0, "rows %d weights %d", rows, k);
+        }
+    t_end();
+}
+
 /* SwiGLU on every SIMD path equals the scalar definition bit for bit: random
  * values, random bit patterns (NaN payloads, infinities, subnormals), the
  * exp overflow / underflow / subnormal ranges and the |n| = 192 cut-off of
@@ -989,6 +1007,7 @@ int main(void)
     test_matmul_many();
     test_ops();
     test_swiglu_paths();
+    test_norm_rows();
     test_pool();
     return t_done();
 }
