@@ -85,6 +85,11 @@ bench-kernels: $(BUILD)/bench_kernels
 $(BUILD)/bench_model: bench/bench_model.c $(BUILD)/libsluice.a
 	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
+# Memory bandwidth (bench/membw.c): read and memcpy, 4 KiB and huge pages;
+# bench/compare_llama.sh uses it for decode bandwidth utilisation.
+$(BUILD)/membw: bench/membw.c | $(DEPS_OK)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -pthread -o $@ $<
+
 bench-model: $(BUILD)/bench_model
 	./$(BUILD)/bench_model $(or $(BENCH_ARGS),models/tinymoe-q8_0.gguf)
 

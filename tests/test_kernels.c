@@ -3,6 +3,7 @@
  * activation quantisers checked for their defining properties, fp16/bf16
  * conversions against a nearest-value search, and the numerics contract
  * (bit-identical results across ISA paths, batch sizes and thread counts). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -889,6 +890,64 @@ static void test_ops(void)
     t_end();
 }
 
+/* The multi-row norm gives op_rms_norm's bits row by row. */
+static void test_norm_rows(void)
+{
+    t_begin("op_rms_norm_rows equals op_rms_norm per row (1..9 rows, with and without weights)");
+    enum { N = 2048 + 7 };
+    static float x[9 * N], w[N], ref[9 * N], out[9 * N];
+    rand_acts(x, 9 * N, 1);
+    rand_acts(w, N, 0);
+    for (int rows = 1; rows <= 9; rows++)
+        for (int k = 0; k < 2; k++) {
+            const float *wk = k ? w : NULL;
+            for (int r = 0; r < rows; r++) op_rms_norm(ref + r * N, x + r * N, wk, N, 1e-6f);
+            op_rms_norm_rows(out, x, wk, rows, N, 1e-6f);
+            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)rows * N) == 0, "rows %d weights %d", rows, k);
+        }
+    t_end();
+}
+
+/* SwiGLU on every SIMD path equals the scalar definition bit for bit: random
+ * values, random bit patterns (NaN payloads, infinities, subnormals), the
+ * exp overflow / underflow / subnormal ranges and the |n| = 192 cut-off of
+ * ggml_v_expf, and a tail that is not a multiple of 16. */
+static void test_swiglu_paths(void)
+{
+    t_begin("op_swiglu: scalar, avx2 and avx512 paths give the same bits");
+    enum { N = 16 * 1024 + 13 };
+    static float g[N], u[N], ref[N], out[N];
+    uint64_t st = 99;
+    for (int i = 0; i < N; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(st >> 32);
+        float v;
+        switch (i % 8) {
+        case 0: memcpy(&v, &r, 4); break;                                /* any bit pattern */
+        case 1: v = -140.0f + 280.0f * (float)(r >> 8) / 16777216.0f; break; /* exp range edges */
+        case 2: v = 85.0f + 20.0f * (float)(r >> 8) / 16777216.0f; break;    /* subnormal exp(-g) */
+        case 3: v = (i & 1 ? 1 : -1) * (133.0f + (float)(r >> 8) / 16777216.0f * 0.2f); break; /* |n| = 192 */
+        default: v = -20.0f + 40.0f * (float)(r >> 8) / 16777216.0f;
+        }
+        g[i] = v;
+        u[i] = 0.5f + (float)(r & 0xffff) / 65536.0f;
+    }
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
+                              88.72284f, -88.72284f, 103.97208f, -103.97208f, 133.08457f, -133.08457f};
+    for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) g[7 + 37 * k] = specials[k];
+    op_swiglu_isa(ref, g, u, N, SL_ISA_SCALAR);
+    for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
+        memset(out, 0, sizeof out);
+        op_swiglu_isa(out, g, u, N, (sl_isa)isa);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0; i++)
+            if (memcmp(&out[i], &ref[i], 4)) bad = i;
+        T_CHECK(bad < 0, "%s differs at %d: g %a -> %a vs scalar %a", kernels_isa_name((sl_isa)isa), bad,
+                bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
+    }
+    t_end();
+}
+
 /* ---- pool ---- */
 
 typedef struct {
@@ -947,6 +1006,8 @@ int main(void)
     test_bit_identity();
     test_matmul_many();
     test_ops();
+    test_swiglu_paths();
+    test_norm_rows();
     test_pool();
     return t_done();
 }

@@ -207,6 +207,127 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     return 0;
 }
 
+/* The experts of a layer in groups, when the provider hands out every
+ * expert without waiting for releases (the in-RAM one has no release):
+ * per group one dispatch for all gate/up products and one for all down
+ * products, instead of two per expert.  At decode each expert is a few
+ * small products, so the per-dispatch wake-up and the wait for the slowest
+ * thread cost as much as the work between them.  Every row meets the same
+ * weights and activation bytes as in run_expert, so the bits are the same. */
+typedef struct {
+    const layer_w *L;
+    const routing *r;
+    const expert_view *v; /* by index in r->list */
+    const sl_act *xa, *xa_up;
+    float *y;
+} expert_batch;
+
+static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int rows, sl_err *err)
+{
+    const layer_w *L = b->L;
+    const routing *r = b->r;
+    int64_t n_ff = L->x_up.ne1, n_embd = L->x_down.ne1;
+    size_t rb = b->xa->row_bytes, rbu = b->xa_up->row_bytes;
+    bool gate = L->part_gate >= 0, two = b->xa_up != b->xa;
+    int ne = i1 - i0;
+    char *gx = scr_get(s, SCR_R_GATHER, (size_t)rows * (rb + rbu), err);
+    float *u = scr_get(s, SCR_T1, (size_t)rows * n_ff * sizeof(float), err);
+    float *g = scr_get(s, SCR_T2, (size_t)rows * n_ff * sizeof(float), err);
+    float *h = scr_get(s, SCR_T3, (size_t)rows * n_ff * sizeof(float), err);
+    float *d = scr_get(s, SCR_R_ROWS, (size_t)rows * n_embd * sizeof(float), err);
+    char *js = scr_get(s, SCR_R_JOBS, (size_t)ne * (3 * sizeof(sl_mat) + 3 * sizeof(sl_matmul_job) + 3 * sizeof(sl_act)), err);
+    if (!gx || !u || !g || !h || !d || !js) return -1;
+    sl_mat *w = (sl_mat *)js;
+    sl_matmul_job *jobs = (sl_matmul_job *)(w + 3 * ne);
+    sl_act *xs = (sl_act *)(jobs + 3 * ne);
+    int row = 0, nj = 0;
+    for (int i = i0; i < i1; i++) { /* gather each expert's rows, expert by expert */
+        int e = r->list[i], n = r->count[e];
+        const int32_t *sl = r->slots + r->start[e];
+        for (int j = 0; j < n; j++) {
+            int t = sl[j] / r->K;
+            memcpy(gx + (size_t)(row + j) * rb, (const char *)b->xa->data + (size_t)t * rb, rb);
+            if (two) memcpy(gx + (size_t)rows * rb + (size_t)(row + j) * rbu, (const char *)b->xa_up->data + (size_t)t * rbu, rbu);
+        }
+        sl_act *xg = &xs[3 * (i - i0)], *xu = xg + 1;
+        *xg = (sl_act){.vtype = b->xa->vtype, .n = b->xa->n, .rows = n, .row_bytes = rb, .data = gx + (size_t)row * rb};
+        *xu = two ? (sl_act){.vtype = b->xa_up->vtype, .n = b->xa_up->n, .rows = n, .row_bytes = rbu,
+                             .data = gx + (size_t)rows * rb + (size_t)row * rbu}
+                  : *xg;
+        sl_mat *wi = &w[3 * (i - i0)];
+        wi[0] = expert_mat(&L->x_up, &b->v[i], L->part_up);
+        jobs[nj++] = (sl_matmul_job){&wi[0], xu, u + (size_t)row * n_ff, (size_t)n_ff};
+        if (gate) {
+            wi[1] = expert_mat(&L->x_gate, &b->v[i], L->part_gate);
+            jobs[nj++] = (sl_matmul_job){&wi[1], xg, g + (size_t)row * n_ff, (size_t)n_ff};
+        }
+        row += n;
+    }
+    matmul_many(jobs, nj, s->pool);
+    if (gate) swiglu_rows(h, g, u, rows, n_ff);
+    else
+        for (int64_t k = 0; k < (int64_t)rows * n_ff; k++) h[k] = op_silu(u[k]);
+    sl_act *xd = &s->act[ACT_C];
+    if (act_prepare(xd, L->x_down.type, h, n_ff, rows, (size_t)n_ff, s->pool, err)) return -1;
+    row = nj = 0;
+    for (int i = i0; i < i1; i++) {
+        int n = r->count[r->list[i]];
+        sl_act *xi = &xs[3 * (i - i0) + 2];
+        *xi = *xd;
+        xi->rows = n;
+        xi->data = (char *)xd->data + (size_t)row * xd->row_bytes;
+        sl_mat *wd = &w[3 * (i - i0) + 2];
+        *wd = expert_mat(&L->x_down, &b->v[i], L->part_down);
+        jobs[nj++] = (sl_matmul_job){wd, xi, d + (size_t)row * n_embd, (size_t)n_embd};
+        row += n;
+    }
+    matmul_many(jobs, nj, s->pool);
+    row = 0;
+    for (int i = i0; i < i1; i++) {
+        int e = r->list[i], n = r->count[e];
+        const int32_t *sl = r->slots + r->start[e];
+        for (int j = 0; j < n; j++)
+            memcpy(b->y + (size_t)sl[j] * n_embd, d + (size_t)(row + j) * n_embd, sizeof(float) * n_embd);
+        row += n;
+    }
+    return 0;
+}
+
+/* Takes every expert from the provider, then runs them in groups of at most
+ * max(T, K) rows (the scratch the per-expert path sizes for T rows, plus
+ * room for a decode step's K experts). */
+static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act *xa, const sl_act *xa_up, float *y,
+                           int *done, sl_err *err)
+{
+    expert_provider *p = s->m->provider;
+    expert_view *v = scr_get(s, SCR_R_VIEWS, sizeof(expert_view) * (size_t)r->n_list + (size_t)r->n_list, err);
+    if (!v) return -1;
+    unsigned char *seen = (unsigned char *)(v + r->n_list);
+    memset(seen, 0, (size_t)r->n_list);
+    for (;;) {
+        expert_view x;
+        int idx = p->ops->next(p, &x, err);
+        if (idx == -1) break;
+        if (idx < 0 || idx >= r->n_list || x.id != r->list[idx] || seen[idx]) {
+            if (idx >= 0) sl_errf(err, "layer %d: expert provider returned an unexpected expert", il);
+            return -1;
+        }
+        seen[idx] = 1;
+        v[idx] = x;
+        (*done)++;
+    }
+    if (*done != r->n_list) return 0; /* the caller reports it */
+    expert_batch b = {&s->m->layers[il], r, v, xa, xa_up, y};
+    int cap = r->T > r->K ? r->T : r->K;
+    for (int i0 = 0; i0 < r->n_list;) {
+        int i1 = i0, rows = 0;
+        while (i1 < r->n_list && (i1 == i0 || rows + r->count[r->list[i1]] <= cap)) rows += r->count[r->list[i1++]];
+        if (run_group(s, &b, i0, i1, rows, err)) return -1;
+        i0 = i1;
+    }
+    return 0;
+}
+
 static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, routing *r, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
@@ -253,7 +374,9 @@ static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa
     /* the next layer's prediction: its reads queue behind this layer's
      * demand reads and overlap this layer's experts */
     int rc = pilot_attn_tap(s, il, err), done = 0;
-    while (rc == 0) {
+    bool all = !p->ops->release; /* never waits for a release: take them all */
+    if (rc == 0 && all) rc = run_experts_all(s, il, r, xa, xa_up, y, &done, err);
+    while (rc == 0 && !all) {
         expert_view v;
         int idx = p->ops->next(p, &v, err);
         if (idx == -1) break;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "experts/mem_provider.h"
+#include "util/bigbuf.h"
 
 /* Upper bounds that keep a damaged file from causing huge allocations;
  * llama.cpp's own limits where it has them. */
@@ -104,7 +105,7 @@ static void *spine_alloc(sl_model *m, uint64_t bytes, const char *what, sl_err *
     }
     uint64_t len = (bytes + 63) & ~(uint64_t)63;
     /* a dry load only plans: calloc's untouched pages cost no memory */
-    void *p = !len || len > SIZE_MAX ? NULL : m->dry ? calloc(1, (size_t)len) : aligned_alloc(64, (size_t)len);
+    void *p = !len || len > SIZE_MAX ? NULL : m->dry ? calloc(1, (size_t)len) : sl_big_alloc((size_t)bytes);
     if (!p) return sl_errf(err, "out of memory loading '%s' (%llu bytes)", what, (unsigned long long)bytes), NULL;
     m->bufs[m->n_bufs++] = p;
     m->spine_bytes += len;

@@ -21,6 +21,7 @@ enum {
     SCR_X, SCR_XN, SCR_ROPE, SCR_Q, SCR_K, SCR_V, SCR_ATT, SCR_OUT,
     SCR_T1, SCR_T2, SCR_T3, SCR_T4,
     SCR_R_LOGITS, SCR_R_IDS, SCR_R_W, SCR_R_SLOTS, SCR_R_COUNT, SCR_R_LIST, SCR_R_GATHER, SCR_R_ROWS,
+    SCR_R_VIEWS, SCR_R_JOBS, /* run_experts_all (ffn.c) */
     /* the predictor's own (pilot.c): it runs between a layer's begin and its
      * experts, so it must not touch the layer's buffers */
     SCR_P_XN, SCR_P_LOGITS, SCR_P_W, SCR_P_ATTN, SCR_P_OUT, SCR_P_TOKEN,

@@ -144,17 +144,21 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     uint64_t kvl = (uint64_t)hp->n_lora_kv, rot = (uint64_t)hp->n_rot, lq = (uint64_t)hp->n_lora_q;
     uint64_t F = max3(dense_ff(hp), (uint64_t)hp->n_ff_exp, (uint64_t)hp->n_ff_exp * hp->n_expert_shared);
     uint64_t qk = H * (dk > (uint64_t)hp->n_embd_head_k_mla ? dk : (uint64_t)hp->n_embd_head_k_mla);
+    /* ffn.c's grouped experts take up to max(T, K) rows at a time */
+    uint64_t TK = E && K > T ? K : T, R = TK * hp->n_ff_exp;
     uint64_t f = 0;
     f += 3 * T * D + T * (rot ? rot : 1);                                  /* X, XN, OUT, ROPE */
     f += T * qk + T * max3(Hkv * dk, kvl + rot, 0);                        /* Q, K */
     f += T * max3(Hkv * dv, H * (kvl + rot), 0) + T * H * max3(dv, kvl, 0); /* V, ATT */
-    f += T * max3(H * dk + Hkv * (dk + dv), F, H * (uint64_t)hp->n_embd_head_v_mla); /* T1 */
-    f += max3(dk + kvl, T * F, 0) + T * max3(F, lq, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
+    f += max3(T * max3(H * dk + Hkv * (dk + dv), F, H * (uint64_t)hp->n_embd_head_v_mla), R, 0); /* T1 */
+    f += max3(dk + kvl, T * F, R) + max3(T * max3(F, lq, 0), R, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
     f += T * E + 3 * T * K + 3 * E;                                        /* router */
-    f += max3(2 * T * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + T * D; /* R_GATHER, R_ROWS */
+    f += max3(2 * TK * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + TK * D; /* R_GATHER, R_ROWS */
     if (E) f += T * D + T * E + K + 3 * T * K;                             /* the predictor's (pilot.c) */
     uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;
     bytes += 3 * (T * widest_row(hp) * sizeof(float) + T * 64);           /* converted activations */
+    bytes += (TK - T) * (widest_row(hp) * sizeof(float) + 64);             /* ACT_C of a K-row group */
+    bytes += E * (sizeof(expert_view) + 1 + 3 * (sizeof(sl_mat) + sizeof(sl_matmul_job) + sizeof(sl_act))); /* R_VIEWS, R_JOBS */
     if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
     sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
     bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);

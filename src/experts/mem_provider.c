@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/bigbuf.h"
 #include "util/fileio.h"
 
 typedef struct {
@@ -86,7 +87,7 @@ static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout 
     if (part->bytes != stride || len / stride != (uint64_t)m->n_expert)
         return sl_errf(err, "%s: expert slices of %llu bytes every %llu are not supported", f->path,
                        (unsigned long long)part->bytes, (unsigned long long)stride);
-    unsigned char *buf = len && len <= SIZE_MAX - 64 ? aligned_alloc(64, (size_t)((len + 63) & ~(uint64_t)63)) : NULL;
+    unsigned char *buf = len && len <= SIZE_MAX ? sl_big_alloc((size_t)len) : NULL;
     if (!buf) return sl_errf(err, "out of memory loading %llu bytes of experts", (unsigned long long)len);
     m->bufs[m->n_bufs++] = buf;
     if (sl_pread_full(f->fd, buf, (size_t)len, part->off, f->path, err)) return -1;

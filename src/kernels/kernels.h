@@ -95,10 +95,15 @@ void mat_get_row(const sl_mat *w, int64_t r, float *out);
 
 /* out = x / sqrt(mean(x^2) + eps) * w  (w may be NULL); sum in double like ggml. */
 void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* op_rms_norm of ROWS rows of N (row stride N), the same bits per row. */
+void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps);
 /* In-place softmax over n values, max-subtracted. */
 void op_softmax(float *x, int64_t n);
-/* out = silu(g) * u */
+/* out = silu(g) * u (on the detected SIMD path) */
 void op_swiglu(float *out, const float *g, const float *u, int64_t n);
+/* The same on path ISA (clamped to the detected one); every path gives the
+ * same bits (tests compare them). */
+void op_swiglu_isa(float *out, const float *g, const float *u, int64_t n, sl_isa isa);
 float op_silu(float x);
 
 /* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */

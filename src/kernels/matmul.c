@@ -477,7 +477,9 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
     if (chunk < 16) chunk = 16;
     int64_t n_tasks = 0;
     for (int i = 0; i < n_jobs; i++) n_tasks += (jobs[i].w->ne1 + chunk - 1) / chunk;
-    many_task *tasks = nt > 1 && work >= 65536.0 && n_tasks < INT32_MAX ? malloc(sizeof *tasks * (size_t)n_tasks) : NULL;
+    many_task local[256]; /* a decode step's experts fit: no allocation per call */
+    many_task *tasks = nt <= 1 || work < 65536.0 || n_tasks >= INT32_MAX ? NULL
+                       : n_tasks <= 256 ? local : malloc(sizeof *tasks * (size_t)n_tasks);
     if (!tasks) { /* one thread, tiny batch, or no memory: same results serially */
         for (int i = 0; i < n_jobs; i++)
             matmul_rows(jobs[i].w, jobs[i].x, jobs[i].y, jobs[i].y_stride, 0, jobs[i].w->ne1, isa);
@@ -489,5 +491,5 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
             tasks[k++] = (many_task){i, r, r + chunk < jobs[i].w->ne1 ? r + chunk : jobs[i].w->ne1};
     many_ctx c = {jobs, tasks, isa};
     pool_run(pool, (int)n_tasks, many_run, &c);
-    free(tasks);
+    if (tasks != local) free(tasks);
 }

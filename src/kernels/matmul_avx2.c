@@ -243,6 +243,21 @@ static inline void scales8(uint32_t type, const uint8_t *const *rows, int64_t b,
     v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
 }
 
+/* Decode streams weights from memory: while block b of a 16-row group is
+ * computed, part I of N of the next group's b-th slice is prefetched into L2
+ * before the I-th row's work (as matmul_avx512.c does; see there for the
+ * measurements).  always_inline, or GCC deletes the calls as pure. */
+static inline __attribute__((always_inline)) void
+prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz, int i, int n)
+{
+    size_t row_bytes = (size_t)(rows[1] - rows[0]);
+    if (row_bytes == 0) return; /* single-row tail group */
+    const char *next = (const char *)rows[0] + 16 * row_bytes + (size_t)b * 16 * bsz;
+    size_t nl = (16 * bsz + 63) / 64;
+    for (size_t l = nl * (size_t)i / (size_t)n; l < nl * (size_t)(i + 1) / (size_t)n; l++)
+        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+}
+
 static inline __attribute__((always_inline)) void
 q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
 {
@@ -276,7 +291,10 @@ q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t,
         for (int half = 0; half < 2; half++) {
             __m256i p[8];
             #pragma GCC unroll 16
-            for (int i = 0; i < 8; i++) p[i] = dot32(type, rows[8 * half + i] + (size_t)b * bs, a);
+            for (int i = 0; i < 8; i++) {
+                if (t == 0) prefetch_next(rows, b, bs, 8 * half + i, 16); /* later tokens find it in cache */
+                p[i] = dot32(type, rows[8 * half + i] + (size_t)b * bs, a);
+            }
             __m256i S = red8(p);
             if (corr) S = _mm256_sub_epi32(S, _mm256_set1_epi32(corr));
             acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw[half], _mm256_set1_ps(da)), _mm256_cvtepi32_ps(S), acc[half]);
@@ -436,6 +454,7 @@ k_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, i
             #pragma GCC unroll 16
             for (int i = 0; i < 8; i++) {
                 const uint8_t *blk = rows[8 * half + i] + (size_t)b * bsz;
+                if (t == 0) prefetch_next(rows, b, bsz, 8 * half + i, 16);
                 p[i] = krow(type, blk, a, &M[8 * half + i]);
                 memcpy(&hd[8 * half + i], blk + doff, 2);
                 memcpy(&hm[8 * half + i], blk + moff, 2);

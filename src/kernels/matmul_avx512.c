@@ -81,13 +81,23 @@ static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **ro
 /* The 16 rows of a group are one contiguous chunk (rows[15] + row_bytes is
  * the next group).  While block b of this group is computed, fetch the b-th
  * slice of the next group's chunk, so it streams in sequentially one group
- * ahead instead of as 16 strided streams. */
-static inline void prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz)
+ * ahead instead of as 16 strided streams.  The slice is fetched in N parts,
+ * part I before the I-th piece of the block's work, so the prefetches spread
+ * over the computation instead of queueing for the L1 fill buffers at the
+ * start of the block; into L2 (T1), since T0 prefetches hold those buffers
+ * longer.  Measured, 1 thread, cold 768x2048 Q4_K: 8.3 GB/s without
+ * prefetching, 9.9 with the whole slice at the block start (T1), 12.2 spread
+ * over the 16 rows.  always_inline: as an ordinary function GCC finds it
+ * pure (a prefetch has no side effects) and deletes the calls. */
+static inline __attribute__((always_inline)) void
+prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz, int i, int n)
 {
     size_t row_bytes = (size_t)(rows[1] - rows[0]);
     if (row_bytes == 0) return; /* single-row tail group */
-    const char *next = (const char *)rows[0] + 16 * row_bytes;
-    for (size_t o = (size_t)b * 16 * bsz; o < (size_t)(b + 1) * 16 * bsz; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+    const char *next = (const char *)rows[0] + 16 * row_bytes + (size_t)b * 16 * bsz;
+    size_t nl = (16 * bsz + 63) / 64;
+    for (size_t l = nl * (size_t)i / (size_t)n; l < nl * (size_t)(i + 1) / (size_t)n; l++)
+        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
 }
 
 /* Rows per L2-sized chunk (a multiple of the 16-row group). */
@@ -244,7 +254,7 @@ static inline float h2f(const uint8_t *p)
  * per 16 rows), so a call costs nothing per token beyond its products and
  * small row ranges stay cheap. */
 static inline __attribute__((always_inline)) void
-q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc)
+q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc, int pf)
 {
     int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     size_t bsz = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
@@ -258,13 +268,18 @@ q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
     int quad = type != GGML_TYPE_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         __m512i wv[8];
-        prefetch_next(rows, b, wsz);
         if (quad)
 #pragma GCC unroll 16
-            for (int q = 0; q < 4; q++) w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
+            for (int q = 0; q < 4; q++) {
+                if (pf) prefetch_next(rows, b, wsz, q, 4);
+                w32_quad(type, rows + 4 * q, b, &wv[2 * q], &wv[2 * q + 1]);
+            }
         else
 #pragma GCC unroll 16
-            for (int k = 0; k < 8; k++) wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
+            for (int k = 0; k < 8; k++) {
+                if (pf) prefetch_next(rows, b, wsz, k, 8);
+                wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
+            }
         __m512 dw = w32_scale(type, &rs, rows, b);
         __m512 mw = _mm512_setzero_ps();
         if (q81) mw = load_h16(&rs, (size_t)b * (type == GGML_TYPE_Q4_1 ? 20 : 24) + 2);
@@ -299,13 +314,13 @@ q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 }
 
 #define Q32_KERNEL(NAME, TYPE)                                                                        \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc)   \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc, int pf) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: q32_group(TYPE, 1, rows, x, nb, acc); break;                                          \
-        case 2: q32_group(TYPE, 2, rows, x, nb, acc); break;                                          \
-        case 3: q32_group(TYPE, 3, rows, x, nb, acc); break;                                          \
-        default: q32_group(TYPE, TT, rows, x, nb, acc); break;                                        \
+        case 1: q32_group(TYPE, 1, rows, x, nb, acc, pf); break;                                          \
+        case 2: q32_group(TYPE, 2, rows, x, nb, acc, pf); break;                                          \
+        case 3: q32_group(TYPE, 3, rows, x, nb, acc, pf); break;                                          \
+        default: q32_group(TYPE, TT, rows, x, nb, acc, pf); break;                                        \
         }                                                                                             \
     }
 Q32_KERNEL(k_q8_0, GGML_TYPE_Q8_0)
@@ -316,7 +331,7 @@ Q32_KERNEL(k_q5_1, GGML_TYPE_Q5_1)
 Q32_KERNEL(k_iq4_nl, GGML_TYPE_IQ4_NL)
 Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
 
-typedef void (*q32_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc);
+typedef void (*q32_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc, int pf);
 
 static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
@@ -346,7 +361,7 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            fn(nt, rows, &xt, nb, acc);
+            fn(nt, rows, &xt, nb, acc, t0 == 0); /* later tiles find the chunk in L2 */
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
     }
@@ -463,19 +478,21 @@ k45_row(int five, int nt, const uint8_t *blk, __m512i bc, const kact *ak, __m512
 }
 
 static inline __attribute__((always_inline)) void
-k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc)
+k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf)
 {
     size_t bsz = five ? 176 : 144;
     rowset rs = rowset_make(rows);
 #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        prefetch_next(rows, b, bsz);
         k4sc k = k4_scales16(&rs, (size_t)b * bsz);
         kact ak[TT];
         kact_fill(ak, x, nt, b);
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), ak, s + i);
+        for (int i = 0; i < 16; i++) {
+            if (pf) prefetch_next(rows, b, bsz, i, 16);
+            k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), ak, s + i);
+        }
         __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
 #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
@@ -488,13 +505,13 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
 }
 
 #define K45_KERNEL(NAME, FIVE)                                                                        \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc) \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: k45_group(FIVE, 1, rows, x, nb, s, acc); break;                                       \
-        case 2: k45_group(FIVE, 2, rows, x, nb, s, acc); break;                                       \
-        case 3: k45_group(FIVE, 3, rows, x, nb, s, acc); break;                                       \
-        default: k45_group(FIVE, TT, rows, x, nb, s, acc); break;                                     \
+        case 1: k45_group(FIVE, 1, rows, x, nb, s, acc, pf); break;                                       \
+        case 2: k45_group(FIVE, 2, rows, x, nb, s, acc, pf); break;                                       \
+        case 3: k45_group(FIVE, 3, rows, x, nb, s, acc, pf); break;                                       \
+        default: k45_group(FIVE, TT, rows, x, nb, s, acc, pf); break;                                     \
         }                                                                                             \
     }
 K45_KERNEL(k_q4k, 0)
@@ -656,18 +673,18 @@ static inline void iq4xs_row(const uint8_t *blk, int nt, const kact *ak, __m512i
 }
 
 static inline __attribute__((always_inline)) void
-g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc)
+g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf)
 {
     size_t bsz = ggml_type_get(type)->type_size;
     rowset rs = rowset_make(rows);
 #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        prefetch_next(rows, b, bsz);
         kact ak[TT];
         kact_fill(ak, x, nt, b);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
+            if (pf) prefetch_next(rows, b, bsz, i, 16);
             const uint8_t *blk = rows[i] + (size_t)b * bsz;
             switch (type) {
             case GGML_TYPE_Q2_K: q2k_row(blk, nt, ak, s + i); break;
@@ -692,13 +709,13 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 }
 
 #define G16_KERNEL(NAME, TYPE)                                                                        \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc) \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: g16_group(TYPE, 1, rows, x, nb, s, acc); break;                                       \
-        case 2: g16_group(TYPE, 2, rows, x, nb, s, acc); break;                                       \
-        case 3: g16_group(TYPE, 3, rows, x, nb, s, acc); break;                                       \
-        default: g16_group(TYPE, TT, rows, x, nb, s, acc); break;                                     \
+        case 1: g16_group(TYPE, 1, rows, x, nb, s, acc, pf); break;                                       \
+        case 2: g16_group(TYPE, 2, rows, x, nb, s, acc, pf); break;                                       \
+        case 3: g16_group(TYPE, 3, rows, x, nb, s, acc, pf); break;                                       \
+        default: g16_group(TYPE, TT, rows, x, nb, s, acc, pf); break;                                     \
         }                                                                                             \
     }
 G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
@@ -708,7 +725,7 @@ G16_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
 
 static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
-    void (*fn)(int, const uint8_t *const *, const sl_act *, int64_t, __m512i *, __m512 *);
+    void (*fn)(int, const uint8_t *const *, const sl_act *, int64_t, __m512i *, __m512 *, int);
     switch (w->type) {
     case GGML_TYPE_Q2_K: fn = k_q2k; break;
     case GGML_TYPE_Q3_K: fn = k_q3k; break;
@@ -731,7 +748,7 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
             __m512 acc[TT];
-            fn(nt, rows, &xt, nb, s, acc);
+            fn(nt, rows, &xt, nb, s, acc, t0 == 0);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
     }

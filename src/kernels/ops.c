@@ -6,7 +6,8 @@
  *    for every full group of 16 elements, libm expf for the n%16 tail, as
  *    ggml_vec_swiglu_f32 / ggml_vec_soft_max_f32 do; the softmax sum adds
  *    each 16-group's tree sum (_mm512_reduce_add_ps) into a double.
- * Nothing here depends on the ISA path, so results are identical on all. */
+ * The SIMD forms of swiglu (ops_avx512.c, ops_avx2.c) run the same
+ * operations per lane, so results are identical on every path. */
 #include <math.h>
 
 #include "kernels/kq.h"
@@ -32,11 +33,19 @@ float op_silu(float x)
     return x / (1.0f + v_expf(0.0f - x));
 }
 
-void op_swiglu(float *out, const float *g, const float *u, int64_t n)
+void op_swiglu_isa(float *out, const float *g, const float *u, int64_t n, sl_isa isa)
 {
     int64_t i = 0, nv = n - n % 16;
+    if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
+    if (isa == SL_ISA_AVX512) kq_swiglu_avx512(out, g, u, nv), i = nv;
+    else if (isa == SL_ISA_AVX2) kq_swiglu_avx2(out, g, u, nv), i = nv;
     for (; i < nv; i++) out[i] = op_silu(g[i]) * u[i];
     for (; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void op_swiglu(float *out, const float *g, const float *u, int64_t n)
+{
+    op_swiglu_isa(out, g, u, n, kernels_isa_detected());
 }
 
 void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps)
@@ -49,6 +58,35 @@ void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float ep
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
     else
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+}
+
+/* Four rows at a time: each row keeps its own sequential double sum, so the
+ * bits are op_rms_norm's, but the four dependency chains of double adds
+ * (the cost of a norm) run side by side. */
+void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps)
+{
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *a = x + r * n, *b = a + n, *c = b + n, *d = c + n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)(a[i] * a[i]);
+            s1 += (double)(b[i] * b[i]);
+            s2 += (double)(c[i] * c[i]);
+            s3 += (double)(d[i] * d[i]);
+        }
+        const double sum[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < 4; k++) {
+            float scale = 1.0f / sqrtf((float)(sum[k] / (double)n) + eps);
+            const float *xr = x + (r + k) * n;
+            float *o = out + (r + k) * n;
+            if (w)
+                for (int64_t i = 0; i < n; i++) o[i] = xr[i] * scale * w[i];
+            else
+                for (int64_t i = 0; i < n; i++) o[i] = xr[i] * scale;
+        }
+    }
+    for (; r < rows; r++) op_rms_norm(out + r * n, x + r * n, w, n, eps);
 }
 
 void op_softmax(float *x, int64_t n)

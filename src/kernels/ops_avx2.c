@@ -1,0 +1,55 @@
+/* SiLU / SwiGLU on AVX2+FMA: the same definition as ops.c and
+ * ops_avx512.c (ggml's AVX-512 ggml_v_expf, which the goldens' machine ran),
+ * eight lanes at a time.  AVX2 has no vscalefps: j * 2^n is formed as
+ * (j * 2^n1) * 2^n2 with n = n1 + n2 and |n1|, |n2| <= 96, where the first
+ * product is exact (j is in [0.5, 2), so it stays normal) and the second
+ * rounds once, as scalef does; lanes with |n| > 192 are replaced anyway.
+ * Identical bit for bit to the scalar path (tests/test_kernels.c).  n must
+ * be a multiple of 8: the caller does the rest. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/kq.h"
+
+static inline __m256 pow2i(__m256i k) /* 2^k for k in [-126, 127] */
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+static inline __m256 v_expf8(__m256 x)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    /* n is integral here unless |n| > 192 or NaN (those lanes are replaced
+     * below, or stay NaN through j); clamp so the exponent fields stay valid */
+    __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192)), _mm256_set1_ps(192));
+    __m256i ni = _mm256_cvtps_epi32(nc);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(n1)), pow2i(n2));
+    if (_mm256_testz_ps(d, d)) return res;
+    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+    return _mm256_blendv_ps(res, alt, d);
+}
+
+static inline __m256 v_silu8(__m256 x)
+{
+    __m256 e = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(v_silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+}
