@@ -89,7 +89,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
     optind = 1;
     opterr = 0;
-    for (int opt; (opt = getopt_long(argc, argv, ":m:p:n:t:r:h", LONGOPTS, NULL)) != -1;) {
+    for (int opt; (opt = getopt_long(argc, argv, ":m:p:n:t:r:hb:", LONGOPTS, NULL)) != -1;) {
         int bad = 0;
         switch (opt) {
         case 'm': a->model = optarg; break;
@@ -130,7 +130,7 @@ typedef struct {
 static double run_pp(bench_ctx *b)
 {
     sl_session *s;
-    session_opts so = {.kv_mode = b->a->eo.kv_mode, .n_batch = b->eng->n_batch};
+    session_opts so = engine_session_opts(b->eng);
     if (session_create_opts(&s, b->model, (int32_t)b->a->p, b->pool, &so, &b->err)) return -1;
     double t0 = stats_now();
     int rc = session_eval(s, b->toks, (int32_t)b->a->p, b->logits, false, &b->err);
@@ -143,7 +143,7 @@ static double run_pp(bench_ctx *b)
 static double run_tg(bench_ctx *b)
 {
     sl_session *s;
-    session_opts so = {.kv_mode = b->a->eo.kv_mode, .n_batch = b->eng->n_batch};
+    session_opts so = engine_session_opts(b->eng);
     if (session_create_opts(&s, b->model, (int32_t)b->a->n, b->pool, &so, &b->err)) return -1;
     double t0 = stats_now();
     int rc = 0;

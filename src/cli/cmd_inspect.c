@@ -209,9 +209,15 @@ static void inspect_usage(void)
            "  Prints the architecture and hyperparameters, the tokenizer, every tensor\n"
            "  (name, type, shape, bytes, offset) and how the weights split into the\n"
            "  resident spine and the routed experts that are streamed from disk.\n"
-           "  --json   one machine-readable JSON object instead of text\n"
-           "  --mem    also print the memory plan for that budget: spine, KV cache for\n"
-           "           -c tokens, scratch, and how many experts the cache holds\n");
+           "  --json               one machine-readable JSON object instead of text\n"
+           "  --mem SIZE           also print the memory plan for that budget: spine, KV cache,\n"
+           "                       scratch, and how many experts the cache holds\n"
+           "  the plan as run/chat would make it with these settings:\n"
+           "  -c, --ctx-size N     context tokens for the KV cache (default as for run)\n"
+           "  -t, --threads N      threads (scratch grows with them; default physical cores)\n"
+           "  -b, --batch-size N   prompt tokens per layer-major pass\n"
+           "  --kv MODE            KV cache type: f16 (default), f32, f16-noflash\n"
+           "  --pin SIZE           pinned tier of the hottest experts, part of --mem\n");
 }
 
 typedef struct {
@@ -219,6 +225,11 @@ typedef struct {
     bool json;
     engine_opts eo;
 } inspect_args;
+
+static bool opt_is(const char *o, const char *short_name, const char *long_name)
+{
+    return !strcmp(o, short_name) || !strcmp(o, long_name);
+}
 
 /* Returns 1 to go on, 0 after --help, -1 on a bad option (printed). */
 static int parse_inspect(int argc, char **argv, inspect_args *a)
@@ -240,10 +251,12 @@ static int parse_inspect(int argc, char **argv, inspect_args *a)
             a->eo.pin = (uint64_t)b;
         } else if (!strcmp(o, "--kv") && v) {
             if (cli_stream_option(CLI_OPT_KV, argv[++i], &a->eo) < 0) return -1;
-        } else if ((!strcmp(o, "-c") || !strcmp(o, "-t") || !strcmp(o, "-b")) && v) {
+        } else if (opt_is(o, "-c", "--ctx-size") || opt_is(o, "-t", "--threads") || opt_is(o, "-b", "--batch-size")) {
+            if (!v) return cli_fail("inspect: option %s needs a value", o), -1;
             if (cli_parse_int(o, argv[++i], 1, 1L << 24, &n)) return -1;
-            if (o[1] == 'c') a->eo.n_ctx = (int32_t)n;
-            else if (o[1] == 't') a->eo.threads = (int)n;
+            char c = o[1] == '-' ? o[2] : o[1];
+            if (c == 'c') a->eo.n_ctx = (int32_t)n;
+            else if (c == 't') a->eo.threads = (int)n;
             else a->eo.n_batch = (int32_t)n;
         } else if (o[0] == '-') return cli_fail("inspect: unknown option '%s'", o), -1;
         else a->path = o;
@@ -255,7 +268,7 @@ int cmd_inspect(int argc, char **argv)
 {
     inspect_args a;
     int r = parse_inspect(argc, argv, &a);
-    if (r <= 0) return r < 0 ? 1 : 0;
+    if (r <= 0) return r < 0 ? 2 : 0; /* 2: a usage error, as run/chat/bench */
     const char *path = a.path ? a.path : cli_default_model();
     if (!path) return cli_fail("inspect: no model given (sluice inspect MODEL.gguf)");
     sl_err err;

@@ -13,6 +13,7 @@ static void replay_usage(void)
 {
     printf("usage: sluice replay --trace FILE [--slots N[,N...]] [--policy lru,lfru] [--half-life T] [--warmup T]\n"
            "                     [--heat-from-tokens A:B | --heat FILE] [--tokens A:B] [--run-len T] [--pin-share F]\n"
+           "                     [--heat-half-life T]\n"
            "  Replays an expert-routing trace (shared/traces JSON schema) through the\n"
            "  expert cache and prints the hit rate per cache size and policy.\n"
            "  --slots     cache sizes in experts (default: 3%%,6%%,12%%,24%%,48%% of all experts)\n"

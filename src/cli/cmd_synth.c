@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "  --dry-run           print the plan without writing\n"
             "  --force             replace FILE if it exists\n"
             "  --route-check FILE  expert popularity of a synthesized file: its routers on\n"
-            "                      random hidden states (first, middle, last MoE layer)\n");
+            "                      random hidden states (first, middle, last MoE layer)\n"
+            "  --samples N         hidden states for --route-check (default 2000)\n");
 }
 
 typedef struct {

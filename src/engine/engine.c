@@ -156,6 +156,13 @@ static void choose_mode(sl_engine *e, const gguf_file *g)
     (void)g;
 }
 
+/* Flags that cannot act in the chosen mode are said, not silently dropped. */
+static void warn_idle_flags(sl_engine *e)
+{
+    if (e->opts.verify && !e->opts.pack) note(e, "--verify has no effect without --pack%s", "");
+    if (e->opts.pin && !e->streaming) note(e, "--pin has no effect: the experts are in RAM%s", "");
+}
+
 /* ---- heat and the store ---- */
 
 static void open_heat(sl_engine *e, store_config *cfg)
@@ -240,18 +247,26 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
         }
     }
     choose_mode(e, model_gguf(e->model));
+    warn_idle_flags(e);
     e->n_batch = batch_for(e, e->streaming);
     int rc = 0;
     if (e->streaming) rc = start_streaming(e, err);
     else if (model_expert_layout(e->model)) rc = model_attach_ram_experts(e->model, err);
-    sl_prefetch_mode pm = o->prefetch_set ? o->prefetch : e->streaming ? SL_PREFETCH_AUTO : SL_PREFETCH_OFF;
-    session_opts so = {.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = pm};
+    session_opts so = engine_session_opts(e);
     if (!rc && !o->no_session) rc = session_create_opts(&e->session, e->model, e->n_ctx, e->pool, &so, err);
     if (rc) {
         engine_close(e);
         return -1;
     }
     return 0;
+}
+
+session_opts engine_session_opts(const sl_engine *e)
+{
+    const engine_opts *o = &e->opts;
+    /* In RAM there is nothing to read ahead: prediction would only cost time. */
+    sl_prefetch_mode pm = o->prefetch_set ? o->prefetch : e->streaming ? SL_PREFETCH_AUTO : SL_PREFETCH_OFF;
+    return (session_opts){.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = pm};
 }
 
 void engine_close(sl_engine *e)

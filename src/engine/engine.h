@@ -78,6 +78,10 @@ typedef struct {
 int engine_open(sl_engine *e, const engine_opts *o, sl_err *err);
 void engine_close(sl_engine *e);
 
+/* Options for a session on this engine (KV type, batch, prediction) as
+ * engine_open chose them, for callers that make more sessions (bench). */
+session_opts engine_session_opts(const sl_engine *e);
+
 /* The prompt starts / has been evaluated (for prefill amplification). */
 void engine_mark_prompt_start(sl_engine *e);
 void engine_mark_prompt_end(sl_engine *e);
