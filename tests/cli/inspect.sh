@@ -30,4 +30,22 @@ assert (s['moe_layers'] > 0) == (experts > 0), 'moe layers'
     fi
 done
 [ "$n_shared" -eq 0 ] && echo "skip inspect shared GGUFs: $SHARED not present"
+
+# The plan options take llama.cpp's long forms too; a bad option is a usage error (2).
+if "$BIN" inspect models/tinymoe-q8_0.gguf --json --mem 64M --ctx-size 64 --batch-size 32 --threads 1 2>&1 |
+    python3 -c "
+import json, sys
+p = json.load(sys.stdin)['memory_plan']
+assert p['n_ctx'] == 64 and p['n_batch'] == 32, p" 2>/dev/null; then
+    echo "ok inspect --mem plan takes --ctx-size/--batch-size/--threads"
+else
+    echo "not ok inspect --mem plan takes --ctx-size/--batch-size/--threads"
+    fails=$((fails + 1))
+fi
+"$BIN" inspect models/tinymoe-q8_0.gguf --bogus >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then echo "ok inspect: unknown option exits 2"; else
+    echo "not ok inspect: unknown option exits $rc, not 2"
+    fails=$((fails + 1))
+fi
 [ $fails -eq 0 ]
