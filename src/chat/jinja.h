@@ -162,6 +162,9 @@ bool ju_isspace(uint32_t cp);
  * themselves with length 1.  Returns the length. */
 size_t ju_decode(const char *s, size_t n, uint32_t *cp);
 size_t ju_encode(uint32_t cp, char *out);
+/* Length of the line break (Python's str.splitlines() set, "\r\n" as one)
+ * at byte I of S (LEN bytes), 0 if none starts there. */
+size_t ju_line_end(const char *s, size_t i, size_t len);
 
 /* ---- templates ------------------------------------------------------- */
 

@@ -200,18 +200,6 @@ static int f_string(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
     return text_of(c, n, self, out);
 }
 
-/* Python's str.splitlines() line ends. */
-static size_t line_end_len(const char *s, size_t i, size_t len)
-{
-    uint32_t cp;
-    size_t k = ju_decode(s + i, len - i, &cp);
-    if (cp == '\r') return i + 1 < len && s[i + 1] == '\n' ? 2 : 1;
-    if (cp == '\n' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 ||
-        cp == 0x2029)
-        return k;
-    return 0;
-}
-
 static int f_indent(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
 {
     jv s, ind;
@@ -234,7 +222,7 @@ static int f_indent(jctx *c, const jnode *n, jv self, const jbound *a, jv *out)
     if (first) jbuf_put(&b, ind.s->s, ind.s->len);
     size_t start = 0, line = 0;
     for (size_t i = 0; i < t.n && !t.over;) {
-        size_t e = line_end_len(t.p, i, t.n);
+        size_t e = ju_line_end(t.p, i, t.n);
         if (!e) {
             uint32_t cp;
             i += ju_decode(t.p + i, t.n - i, &cp);

@@ -365,17 +365,6 @@ static int split_common(jctx *c, const jnode *n, jv self, const jbound *a, bool 
 M(m_split) { return split_common(c, n, self, a, false, out); }
 M(m_rsplit) { return split_common(c, n, self, a, true, out); }
 
-static size_t line_break(const char *s, size_t i, size_t len)
-{
-    uint32_t cp;
-    size_t k = ju_decode(s + i, len - i, &cp);
-    if (cp == '\r') return i + 1 < len && s[i + 1] == '\n' ? 2 : 1;
-    if (cp == '\n' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 ||
-        cp == 0x2029)
-        return k;
-    return 0;
-}
-
 M(m_splitlines)
 {
     bool keep = given(a->p[0]) && jv_truthy(a->p[0]);
@@ -385,7 +374,7 @@ M(m_splitlines)
     size_t start = 0;
     int rc = 0;
     for (size_t i = 0; i < s->len && !rc;) {
-        size_t e = line_break(s->s, i, s->len);
+        size_t e = ju_line_end(s->s, i, s->len);
         if (!e) {
             uint32_t cp;
             i += ju_decode(s->s + i, s->len - i, &cp);

@@ -37,6 +37,17 @@ size_t ju_decode(const char *s, size_t n, uint32_t *cp)
     return (size_t)len;
 }
 
+size_t ju_line_end(const char *s, size_t i, size_t len)
+{
+    uint32_t cp;
+    size_t k = ju_decode(s + i, len - i, &cp);
+    if (cp == '\r') return i + 1 < len && s[i + 1] == '\n' ? 2 : 1;
+    if (cp == '\n' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 ||
+        cp == 0x2029)
+        return k;
+    return 0;
+}
+
 size_t ju_encode(uint32_t cp, char *out)
 {
     unsigned char *o = (unsigned char *)out;
