@@ -15,13 +15,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 static uint64_t rs = 12345;
 static uint64_t rnd(void)
@@ -111,9 +105,9 @@ static double read_bw(sl_pool *pool, const uint8_t *buf, size_t bytes)
     bw_ctx c = {buf, bytes, {0}};
     double v[5];
     for (int r = 0; r < 5; r++) {
-        double t = now();
+        double t = sl_now();
         pool_run(pool, 64, bw_task, &c);
-        v[r] = (double)bytes / (now() - t) / 1e9;
+        v[r] = (double)bytes / (sl_now() - t) / 1e9;
     }
     return best(v, 5);
 }
@@ -122,9 +116,9 @@ static double memcpy_bw(uint8_t *dst, const uint8_t *src, size_t bytes)
 {
     double v[5];
     for (int r = 0; r < 5; r++) {
-        double t = now();
+        double t = sl_now();
         memcpy(dst, src, bytes);
-        v[r] = 2.0 * (double)bytes / (now() - t) / 1e9;
+        v[r] = 2.0 * (double)bytes / (sl_now() - t) / 1e9;
     }
     return best(v, 5);
 }
@@ -170,12 +164,12 @@ static void bench_ggml_decode(uint32_t type, int64_t n, int64_t rows, size_t wor
     int iters = nm < 16 ? 16 : nm;
     double *v = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
-        double t = now();
+        double t = sl_now();
         for (int k = 0; k < iters; k++) {
             const uint8_t *m = w + (size_t)(k % nm) * mb;
             for (int64_t i = 0; i < rows; i++) vd((int)n, y + i, 0, m + (size_t)i * rb, 0, a.data, 0, 1);
         }
-        v[r] = (double)mb * iters / (now() - t) / 1e9;
+        v[r] = (double)mb * iters / (sl_now() - t) / 1e9;
     }
     printf("ggml    %-7s %6lldx%-5lld vec_dot thr=1 %s %7.2f GB/s best, %7.2f median\n", ggml_type_name(type),
            (long long)rows, (long long)n, nm == 1 ? "hot " : "cold", best(v, reps), median(v, reps));
@@ -204,12 +198,12 @@ static void bench_decode(uint32_t type, int64_t n, int64_t rows, size_t workset,
     int iters = nm < 16 ? 16 : nm;
     double *v = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
-        double t = now();
+        double t = sl_now();
         for (int k = 0; k < iters; k++) {
             sl_mat m = {type, n, rows, rb, w + (size_t)(k % nm) * mb, SL_ORDER_SGEMM};
             matmul(&m, &a, y, (size_t)rows, pool);
         }
-        v[r] = (double)mb * iters / (now() - t) / 1e9;
+        v[r] = (double)mb * iters / (sl_now() - t) / 1e9;
     }
     double md = median(v, reps), bs = best(v, reps);
     printf("decode  %-7s %6lldx%-5lld %-6s thr=%d %s %7.2f GB/s best, %7.2f median  (%.1f us/matmul)\n",
@@ -232,11 +226,11 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
     sl_mat m = {type, n, rows, rb, w, SL_ORDER_SGEMM};
     double *v = malloc(sizeof(double) * (size_t)reps), *va = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
-        double t = now();
+        double t = sl_now();
         act_prepare(&a, type, x, n, T, (size_t)n, pool, &err);
-        double t1 = now();
+        double t1 = sl_now();
         matmul(&m, &a, y, (size_t)rows, pool);
-        double t2 = now();
+        double t2 = sl_now();
         v[r] = 2.0 * (double)n * (double)rows * (double)T / (t2 - t1) / 1e9;
         va[r] = (t1 - t) * 1e3;
     }

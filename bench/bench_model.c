@@ -10,13 +10,7 @@
 #include <time.h>
 
 #include "arch/model.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -35,11 +29,11 @@ static int run(sl_model *m, sl_pool *pool, const session_opts *so, const int32_t
         free(lg);
         return -1;
     }
-    double t0 = now();
+    double t0 = sl_now();
     int rc = session_eval(s, toks, np, lg, false, &err);
-    double t1 = now();
+    double t1 = sl_now();
     for (int i = 0; rc == 0 && i < ng; i++) rc = session_eval(s, toks + np + i, 1, lg, false, &err);
-    double t2 = now();
+    double t2 = sl_now();
     if (rc) fprintf(stderr, "eval: %s\n", err.msg);
     *pp = np / (t1 - t0);
     *tg = ng / (t2 - t1);

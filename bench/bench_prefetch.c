@@ -26,6 +26,7 @@
 #include "experts/layout.h"
 #include "experts/source.h"
 #include "experts/store.h"
+#include "util/clock.h"
 
 typedef struct {
     const char *model, *trace, *modes;
@@ -41,13 +42,6 @@ typedef struct {
     sl_prefetch_stats pf;
     sl_prefetch_layer layers[64];
 } result;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int load_tokens(const char *path, int32_t **out, int *n, int *wlen)
 {
@@ -150,12 +144,12 @@ static int run_mode(const args *a, sl_prefetch_mode mode, const int32_t *toks, i
         const int32_t *t = toks + (size_t)w * wlen;
         session_rewind(s, 0);
         if (session_eval(s, t, a->prefill, lg, false, &err)) goto fail_h;
-        double t0 = now();
+        double t0 = sl_now();
         for (int i = a->prefill; i < a->len; i++) {
             if (session_eval(s, t + i, 1, lg, false, &err)) goto fail_h;
             XXH64_update(h, lg, sizeof(float) * (size_t)model_n_vocab(m));
         }
-        r->decode_s += now() - t0;
+        r->decode_s += sl_now() - t0;
     }
     r->hash = XXH64_digest(h);
     session_prefetch_stats(s, &r->pf);

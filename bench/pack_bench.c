@@ -12,13 +12,7 @@
 #include "experts/pack.h"
 #include "experts/store.h"
 #include "gguf/summary.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(uint32_t n)
@@ -39,18 +33,18 @@ static void bench_xxh3(void)
     for (int s = 0; s < 3; s++) {
         double best = 0;
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now_s();
+            double t0 = sl_now();
             uint64_t done = 0;
             for (size_t off = 0; off + sizes[s] <= big; off += sizes[s]) h ^= XXH3_64bits(b + off, sizes[s]), done += sizes[s];
-            double gbps = (double)done / (now_s() - t0) / 1e9;
+            double gbps = (double)done / (sl_now() - t0) / 1e9;
             if (gbps > best) best = gbps;
         }
         printf("xxh3-64 over %7zu KiB blocks: %6.2f GB/s (best of 5 passes over 256 MiB, one core)\n", sizes[s] >> 10, best);
     }
     /* hot in cache: the same expert-sized block again and again */
-    double t0 = now_s();
+    double t0 = sl_now();
     for (int rep = 0; rep < 2000; rep++) h ^= XXH3_64bits(b, 160u << 10);
-    printf("xxh3-64 on a cached 160 KiB block: %6.2f GB/s (%llx)\n", 2000.0 * (160 << 10) / (now_s() - t0) / 1e9,
+    printf("xxh3-64 on a cached 160 KiB block: %6.2f GB/s (%llx)\n", 2000.0 * (160 << 10) / (sl_now() - t0) / 1e9,
            (unsigned long long)(h & 0xff));
     free(b);
 }
@@ -128,7 +122,7 @@ static int run(const args *a, const expert_layout *L, sl_err *err)
         if (L->layer[l].n_parts) moe[n_moe++] = l;
     int32_t *ids = malloc((size_t)L->n_expert * sizeof *ids);
     uint8_t *used = malloc((size_t)L->n_expert);
-    double t0 = now_s(), t = t0;
+    double t0 = sl_now(), t = t0;
     int steps = 0, rc = 0;
     while (!rc && t - t0 < a->seconds) {
         int l = moe[steps % n_moe], n = 0;
@@ -144,7 +138,7 @@ static int run(const args *a, const expert_layout *L, sl_err *err)
         if (!rc && i == -2) rc = -1;
         p->ops->end(p, l);
         steps++;
-        t = now_s();
+        t = sl_now();
     }
     store_stats st;
     expert_store_stats(p, &st);

@@ -8,13 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "tok/tokenizer.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -44,30 +38,30 @@ int main(int argc, char **argv)
     sl_err err;
     gguf_file *g;
     sl_vocab *v;
-    double t0 = now();
+    double t0 = sl_now();
     if (gguf_open(&g, argv[1], &err) || vocab_load(&v, g, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    double t_load = now() - t0;
+    double t_load = sl_now() - t0;
     double tt[100], td[100];
     size_t n = 0;
     for (int r = 0; r < reps; r++) {
         int32_t *ids;
         char *out;
         size_t olen;
-        t0 = now();
+        t0 = sl_now();
         if (vocab_tokenize(v, text, (size_t)len, false, false, &ids, &n, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }
-        tt[r] = now() - t0;
-        t0 = now();
+        tt[r] = sl_now() - t0;
+        t0 = sl_now();
         if (vocab_detokenize(v, ids, n, false, false, &out, &olen, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }
-        td[r] = now() - t0;
+        td[r] = sl_now() - t0;
         free(ids);
         free(out);
     }

@@ -13,6 +13,7 @@
 #include "decode/rng.h"
 #include "decode/stats.h"
 #include "experts/probe.h"
+#include "util/clock.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
 
@@ -137,9 +138,9 @@ static double run_pp(bench_ctx *b)
     sl_session *s;
     session_opts so = engine_session_opts(b->eng);
     if (session_create_opts(&s, b->model, (int32_t)b->a->p, b->pool, &so, &b->err)) return -1;
-    double t0 = stats_now();
+    double t0 = sl_now();
     int rc = session_eval(s, b->toks, (int32_t)b->a->p, b->logits, false, &b->err);
-    double dt = stats_now() - t0;
+    double dt = sl_now() - t0;
     session_free(s);
     return rc ? -1 : dt;
 }
@@ -150,10 +151,10 @@ static double run_tg(bench_ctx *b)
     sl_session *s;
     session_opts so = engine_session_opts(b->eng);
     if (session_create_opts(&s, b->model, (int32_t)b->a->n, b->pool, &so, &b->err)) return -1;
-    double t0 = stats_now();
+    double t0 = sl_now();
     int rc = 0;
     for (long i = 0; i < b->a->n && rc == 0; i++) rc = session_eval(s, &b->toks[i], 1, b->logits, false, &b->err);
-    double dt = stats_now() - t0;
+    double dt = sl_now() - t0;
     session_free(s);
     return rc ? -1 : dt;
 }
@@ -395,9 +396,9 @@ static int measure_streamed(bench_ctx *b, double (*run)(bench_ctx *), long token
     store_stats x, y;
     if (b->eng->store) expert_store_stats(b->eng->store, &x);
     uint64_t io0 = engine_storage_read_bytes();
-    double t0 = stats_now();
+    double t0 = sl_now();
     if (measure(b, run, tokens, tps)) return -1;
-    double dt = stats_now() - t0;
+    double dt = sl_now() - t0;
     if (!b->eng->store || !tokens) return 0;
     expert_store_stats(b->eng->store, &y);
     long n = tokens * (b->a->reps + 1);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -12,6 +11,7 @@
 #include "experts/pack.h"
 #include "experts/trace.h"
 #include "gguf/summary.h"
+#include "util/clock.h"
 
 static void pack_usage(void)
 {
@@ -41,18 +41,11 @@ typedef struct {
     int tty;
 } progress;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A bar on a terminal; nothing when stderr is a file or pipe. */
 static void show_progress(void *ctx, uint64_t done, uint64_t total)
 {
     progress *p = ctx;
-    double t = now_s();
+    double t = sl_now();
     if (!p->tty || (done < total && t - p->last < 0.1)) return;
     p->last = t;
     int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
@@ -148,12 +141,12 @@ static int run_pack(const char *model, const char *out, pack_options *o, const c
     if (!rc && !trace && o->replicate_hot > 0 && !(heat = heat_from_file(heat_path, g, &L, hot, sizeof hot, &err)) &&
         err.msg[0])
         rc = -1;
-    progress p = {.t0 = now_s(), .tty = isatty(2)};
+    progress p = {.t0 = sl_now(), .tty = isatty(2)};
     pack_summary sum;
     o->heat = heat;
     o->progress = show_progress, o->progress_ctx = &p;
     if (!rc) rc = pack_write(g, &L, out, o, &sum, &err);
-    if (!rc) print_summary(&sum, o->drives, o->n_drives, out, now_s() - p.t0, hot);
+    if (!rc) print_summary(&sum, o->drives, o->n_drives, out, sl_now() - p.t0, hot);
     free(heat);
     if (L.layer) expert_layout_free(&L);
     gguf_close(g);
@@ -165,13 +158,13 @@ static int run_check(const char *pack, const char *model)
     sl_err err;
     gguf_file *g = NULL;
     if (model && gguf_open(&g, model, &err)) return cli_fail("%s", err.msg);
-    progress p = {.t0 = now_s(), .tty = isatty(2)};
+    progress p = {.t0 = sl_now(), .tty = isatty(2)};
     pack_check_opts o = {.progress = show_progress, .progress_ctx = &p};
     pack_check_result r;
     int rc = pack_check(pack, g, &o, &r, &err);
     if (g) gguf_close(g);
     if (rc) return cli_fail("%s", err.msg);
-    double secs = now_s() - p.t0;
+    double secs = sl_now() - p.t0;
     printf("pack %s: %llu experts, %llu of %llu record copies checked, %llu bad, %llu experts without a good copy"
            " (%.2f GB verified in %.1f s)\n",
            pack, (unsigned long long)r.records, (unsigned long long)r.copies, (unsigned long long)r.total_copies,

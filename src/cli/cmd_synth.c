@@ -9,12 +9,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 #include "synth/synth.h"
+#include "util/clock.h"
 
 #define SPACE_MARGIN (64ull << 20)
 #define MAX_EXPERTS 4096
@@ -247,22 +247,14 @@ static void print_plan(const synth_config *c, synth_job *j, const char *vocab)
 
 typedef struct {
     bool tty;
-    struct timespec t0;
-    double last;
+    double t0, last;
     int last_decile;
 } progress;
-
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
-}
 
 static void on_progress(void *ud, uint64_t done, uint64_t total)
 {
     progress *p = ud;
-    double el = since(&p->t0), rate = el > 0 ? (double)done / el : 0;
+    double el = sl_now() - p->t0, rate = el > 0 ? (double)done / el : 0;
     double frac = total ? (double)done / (double)total : 1;
     if (p->tty) {
         if (el - p->last < 0.2 && done < total) return;
@@ -303,14 +295,14 @@ static int write_model(synth_job *j, const char *out, bool force)
     char part[PATH_MAX];
     if (snprintf(part, sizeof part, "%s.partial", out) >= (int)sizeof part) return cli_fail("%s: path too long", out);
     progress p = {.tty = isatty(2) != 0, .last_decile = -1};
-    clock_gettime(CLOCK_MONOTONIC, &p.t0);
+    p.t0 = sl_now();
     sl_err err;
     if (synth_job_write(j, part, on_progress, &p, &err)) {
         unlink(part);
         return cli_fail("%s", err.msg);
     }
     if (rename(part, out) != 0) return cli_fail("cannot rename %s to %s: %s", part, out, strerror(errno));
-    double el = since(&p.t0);
+    double el = sl_now() - p.t0;
     char b[32];
     printf("wrote %s: %s (%.2f GB) in %.1f s, %.2f GB/s (including fdatasync)\n", out,
            cli_fmt_bytes(size, b, sizeof b), size / 1e9, el, el > 0 ? size / el / 1e9 : 0);

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "decode/generate.h"
+#include "util/clock.h"
 
 /* One decode step: the next token's logits after evaluating ID. */
 static int step(sl_session *s, int32_t id, float *logits, sl_err *err)
@@ -21,16 +22,16 @@ int generate(const sl_model *m, sl_session *s, sl_sampler *smp, const int32_t *p
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     if (!logits) return sl_errf(err, "generate: out of memory for %d logits", (int)n_vocab);
     gen_stats *st = &res->stats;
-    double t0 = stats_now(), t_first = 0, t_last = 0;
+    double t0 = sl_now(), t_first = 0, t_last = 0;
     int rc = session_eval(s, prompt, (int32_t)n_prompt, logits, false, err);
     st->prompt_tokens = (int64_t)n_prompt;
-    st->prompt_s = stats_now() - t0;
+    st->prompt_s = sl_now() - t0;
     if (rc == 0 && cb && cb->on_prompt_logits && cb->on_prompt_logits(cb->ud, logits, n_vocab))
         res->stop = GEN_STOP_CALLER;
     if (rc == 0 && o->n_predict == 0) res->stop = GEN_STOP_LIMIT;
     for (int64_t n = 0; rc == 0 && res->stop == GEN_RUNNING; n++) {
         int32_t id = sampler_sample(smp, logits);
-        t_last = stats_now();
+        t_last = sl_now();
         if (n == 0) t_first = t_last, st->ttft_s = t_last - t0;
         st->decode_steps = n;
         rc = emitter_push(&e, id, err);

@@ -1,6 +1,5 @@
 #include <stddef.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "decode/stats.h"
 
@@ -34,13 +33,6 @@ const stat_field *stats_fields(size_t *n)
 {
     *n = sizeof FIELDS / sizeof FIELDS[0];
     return FIELDS;
-}
-
-double stats_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 uint64_t stats_peak_rss(void)

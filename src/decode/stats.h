@@ -45,8 +45,6 @@ typedef struct {
 /* The field table, in output order. */
 const stat_field *stats_fields(size_t *n);
 
-/* Monotonic clock in seconds (CLOCK_MONOTONIC). */
-double stats_now(void);
 /* Peak resident set size of this process (getrusage), in bytes. */
 uint64_t stats_peak_rss(void);
 

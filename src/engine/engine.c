@@ -4,20 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "experts/pack.h"
 #include "experts/source.h"
+#include "util/clock.h"
 
 enum { STREAM_BATCH = 2048 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void note(sl_engine *e, const char *fmt, const char *arg)
 {
@@ -235,7 +228,7 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
 {
     memset(e, 0, sizeof *e);
     e->opts = *o;
-    e->t_start = now_s();
+    e->t_start = sl_now();
     model_opts mo = {.defer_experts = true};
     if (model_load(&e->model, o->model_path, &mo, err)) return -1;
     e->n_ctx = default_ctx(e->model, o);

@@ -1,4 +1,5 @@
 #include "experts/io.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -201,20 +202,13 @@ typedef struct {
     double free_at[IO_THROTTLE_MAX]; /* when each throttled fd is next free */
 } pread_io;
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Under the lock: when read R may complete on its simulated drive (0 if
  * its fd is not throttled); books the drive until then. */
 static double throttle_until(pread_io *p, const io_req *r)
 {
     for (int i = 0; i < p->throttle.n; i++) {
         if (p->throttle.fds[i] != r->fd || p->throttle.rates[i] <= 0) continue;
-        double now = mono_now(), start = p->free_at[i] > now ? p->free_at[i] : now;
+        double now = sl_now(), start = p->free_at[i] > now ? p->free_at[i] : now;
         p->free_at[i] = start + (double)r->len / p->throttle.rates[i];
         return p->free_at[i];
     }

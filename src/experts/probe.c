@@ -1,4 +1,5 @@
 #include "experts/probe.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,15 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     struct io_uring ring;
@@ -38,7 +31,7 @@ static int run(prober *p, int depth, double seconds, probe_result *out, sl_err *
 {
     for (int i = 0; i < depth; i++) submit_one(p, i);
     io_uring_submit(&p->ring);
-    double t0 = now_s(), t = t0;
+    double t0 = sl_now(), t = t0;
     uint64_t bytes = 0;
     int inflight = depth;
     while (inflight) {
@@ -51,7 +44,7 @@ static int run(prober *p, int depth, double seconds, probe_result *out, sl_err *
         int slot = (int)io_uring_cqe_get_data64(cqe);
         io_uring_cqe_seen(&p->ring, cqe);
         inflight--;
-        t = now_s();
+        t = sl_now();
         if (t - t0 < seconds) {
             submit_one(p, slot);
             io_uring_submit(&p->ring);

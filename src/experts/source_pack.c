@@ -17,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "experts/pack.h"
 #include "experts/pack_format.h"
 #include "experts/sched.h"
+#include "util/clock.h"
 
 enum { FAILING_AFTER = 8 }; /* consecutive failed reads before a drive is avoided */
 
@@ -41,13 +41,6 @@ typedef struct {
     drive_sched sched;
     pack_source_stats st;
 } pack_source;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static const pack_record *record_of(const pack_source *ps, int layer, int expert)
 {
@@ -100,7 +93,7 @@ static int plan_copies(pack_source *ps, const pack_record *r, uint32_t only, uin
     if ((len + chunk - 1) / chunk > SOURCE_MAX_READS)
         return sl_errf(err, "expert %u of layer %u needs more than %d reads; raise the chunk size", r->expert, r->layer,
                        SOURCE_MAX_READS);
-    double now = now_s();
+    double now = sl_now();
     uint8_t used = 0;
     ps->chunk = chunk;
     rp->n = 0, rp->expect = len;
@@ -186,9 +179,9 @@ static int pk_check(expert_source *s, int layer, int expert, const uint8_t *base
     if (!ps->verify) return 0;
     const pack_record *r = record_of(ps, layer, expert);
     uint64_t used_bytes = ps->m.layer[layer].used_bytes;
-    double t0 = now_s();
+    double t0 = sl_now();
     uint64_t h = XXH3_64bits(base, used_bytes);
-    ps->st.verify_s += now_s() - t0;
+    ps->st.verify_s += sl_now() - t0;
     ps->st.verified++;
     ps->st.verify_bytes += used_bytes;
     if (h == r->xxh3) return 0;

@@ -1,6 +1,7 @@
 #include "experts/store.h"
 #include "experts/io.h"
 #include "experts/source.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static uint32_t align_up(uint32_t x) { return (x + 4095u) & ~4095u; }
@@ -95,13 +95,6 @@ store_config store_config_default(uint64_t cache_bytes)
 
 uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- views ---- */
 
 static void map_view(const store *s, int layer, int expert, expert_view *v)
@@ -130,7 +123,7 @@ static int submit_plan(store *s, int slot, sl_err *err)
     ss->chunks_left = rp->n;
     ss->expect = rp->expect;
     ss->got = 0;
-    if (s->io->ops->pending(s->io) == 0) s->busy_since = now_s();
+    if (s->io->ops->pending(s->io) == 0) s->busy_since = sl_now();
     return s->io->ops->submit(s->io, rp->req, rp->n, err);
 }
 
@@ -203,9 +196,9 @@ static int reap_one(store *s, sl_err *err)
 {
     uint64_t tag;
     int64_t res;
-    double t0 = now_s();
+    double t0 = sl_now();
     int rc = s->io->ops->wait(s->io, &tag, &res, err);
-    double t1 = now_s();
+    double t1 = sl_now();
     s->st.io_wait_s += t1 - t0;
     if (rc) return -1;
     complete(s, tag, res, t1);
@@ -219,7 +212,7 @@ static void reap_ready(store *s)
     uint64_t tag;
     int64_t res;
     sl_err ignored;
-    while (s->io->ops->poll(s->io, &tag, &res, &ignored) == 1) complete(s, tag, res, now_s());
+    while (s->io->ops->poll(s->io, &tag, &res, &ignored) == 1) complete(s, tag, res, sl_now());
 }
 
 /* Accounts one completed chunk; marks its slot ready when all its chunks

@@ -13,11 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/kq.h"
 #include "kernels/pool.h"
+#include "util/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -176,13 +176,6 @@ static void run_tasks(sl_pool *p, uint64_t w, int thread)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct {
     sl_pool *p;
     int id;
@@ -200,7 +193,7 @@ static void *worker(void *arg)
         for (int spins = 0; W_GEN(w) == seen && !atomic_load(&p->stop); spins++) {
             CPU_RELAX();
             if ((spins & 255) == 255) {
-                double t = now_s();
+                double t = sl_now();
                 if (t0 == 0.0) t0 = t;
                 if (t - t0 > 2e-4) break; /* ~0.2 ms of spinning, then sleep */
             }
