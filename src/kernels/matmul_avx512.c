@@ -15,6 +15,17 @@
 #include "kernels/kq.h"
 
 #define TT 4  /* tokens per tile */
+
+/* GROUP(SEL, NT, ...) with the tile width NT a compile-time constant (1, 2,
+ * 3 or the full width MAX, 4), so that each width gets its own fully
+ * unrolled body. */
+#define TILE_SWITCH(nt, MAX, GROUP, SEL, ...)         \
+    switch (nt) {                                      \
+    case 1: GROUP(SEL, 1, __VA_ARGS__); break;         \
+    case 2: GROUP(SEL, 2, __VA_ARGS__); break;         \
+    case 3: GROUP(SEL, 3, __VA_ARGS__); break;         \
+    default: GROUP(SEL, MAX, __VA_ARGS__); break;      \
+    }
 #define TB 64 /* tokens per cache block */
 
 /* ---- exact integer transposes ---- */
@@ -313,16 +324,9 @@ q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
     }
 }
 
-#define Q32_KERNEL(NAME, TYPE)                                                                        \
+#define Q32_KERNEL(NAME, TYPE) \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512 *acc, int pf) \
-    {                                                                                                 \
-        switch (nt) {                                                                                 \
-        case 1: q32_group(TYPE, 1, rows, x, nb, acc, pf); break;                                          \
-        case 2: q32_group(TYPE, 2, rows, x, nb, acc, pf); break;                                          \
-        case 3: q32_group(TYPE, 3, rows, x, nb, acc, pf); break;                                          \
-        default: q32_group(TYPE, TT, rows, x, nb, acc, pf); break;                                        \
-        }                                                                                             \
-    }
+    { TILE_SWITCH(nt, TT, q32_group, TYPE, rows, x, nb, acc, pf); }
 Q32_KERNEL(k_q8_0, GGML_TYPE_Q8_0)
 Q32_KERNEL(k_q4_0, GGML_TYPE_Q4_0)
 Q32_KERNEL(k_q4_1, GGML_TYPE_Q4_1)
@@ -504,16 +508,9 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
     }
 }
 
-#define K45_KERNEL(NAME, FIVE)                                                                        \
+#define K45_KERNEL(NAME, FIVE) \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
-    {                                                                                                 \
-        switch (nt) {                                                                                 \
-        case 1: k45_group(FIVE, 1, rows, x, nb, s, acc, pf); break;                                       \
-        case 2: k45_group(FIVE, 2, rows, x, nb, s, acc, pf); break;                                       \
-        case 3: k45_group(FIVE, 3, rows, x, nb, s, acc, pf); break;                                       \
-        default: k45_group(FIVE, TT, rows, x, nb, s, acc, pf); break;                                     \
-        }                                                                                             \
-    }
+    { TILE_SWITCH(nt, TT, k45_group, FIVE, rows, x, nb, s, acc, pf); }
 K45_KERNEL(k_q4k, 0)
 K45_KERNEL(k_q5k, 1)
 
@@ -708,16 +705,9 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
     }
 }
 
-#define G16_KERNEL(NAME, TYPE)                                                                        \
+#define G16_KERNEL(NAME, TYPE) \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
-    {                                                                                                 \
-        switch (nt) {                                                                                 \
-        case 1: g16_group(TYPE, 1, rows, x, nb, s, acc, pf); break;                                       \
-        case 2: g16_group(TYPE, 2, rows, x, nb, s, acc, pf); break;                                       \
-        case 3: g16_group(TYPE, 3, rows, x, nb, s, acc, pf); break;                                       \
-        default: g16_group(TYPE, TT, rows, x, nb, s, acc, pf); break;                                     \
-        }                                                                                             \
-    }
+    { TILE_SWITCH(nt, TT, g16_group, TYPE, rows, x, nb, s, acc, pf); }
 G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
 G16_KERNEL(k_q3k, GGML_TYPE_Q3_K)
 G16_KERNEL(k_q6k, GGML_TYPE_Q6_K)
@@ -822,16 +812,9 @@ float_tile(uint32_t type, int nt, const uint8_t *const *rows, const uint8_t *con
         for (int r = 0; r < FR; r++) out[t * FR + r] = hsum_tree16(acc[t][r]);
 }
 
-#define FLOAT_KERNEL(NAME, TYPE)                                                                          \
+#define FLOAT_KERNEL(NAME, TYPE) \
     static void NAME(int nt, const uint8_t *const *rows, const uint8_t *const *xs, int64_t n, float *out) \
-    {                                                                                                     \
-        switch (nt) {                                                                                     \
-        case 1: float_tile(TYPE, 1, rows, xs, n, out); break;                                             \
-        case 2: float_tile(TYPE, 2, rows, xs, n, out); break;                                             \
-        case 3: float_tile(TYPE, 3, rows, xs, n, out); break;                                             \
-        default: float_tile(TYPE, 4, rows, xs, n, out); break;                                            \
-        }                                                                                                 \
-    }
+    { TILE_SWITCH(nt, FT, float_tile, TYPE, rows, xs, n, out); }
 FLOAT_KERNEL(k_f32, GGML_TYPE_F32)
 FLOAT_KERNEL(k_f16, GGML_TYPE_F16)
 
