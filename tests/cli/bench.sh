@@ -4,23 +4,14 @@
 # leaves the heat file alone unless --heat-file is given (its tokens repeat
 # every run).  Speeds are only checked to be positive: timing goals live in
 # bench/, not here.
-BIN=${SLUICE_BIN:-build/sluice}
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "skip bench cli: python3 not found (needed to read JSON)"
-    exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-export XDG_CACHE_HOME="$T/cache"
-fails=0
+. "$(dirname "$0")/../cli_lib.sh"
+need_python "cli bench tests"
+
 check() { # NAME PYTHON-ASSERTIONS-ON-o  (reads $T/out.json)
     if python3 -c "
 import json, sys
 o = json.load(open(sys.argv[1]))
-$2" "$T/out.json" 2>"$T/why"; then echo "ok $1"; else
-        echo "not ok $1: $(tail -1 "$T/why")"
-        fails=$((fails + 1))
-    fi
+$2" "$T/out.json" 2>"$T/why"; then ok "$1"; else notok "$1" "$(tail -1 "$T/why")"; fi
 }
 run_bench() { "$BIN" bench -p 8 -n 4 -r 1 -t 1 --json "$@" >"$T/out.json" 2>"$T/err" || echo '{}' >"$T/out.json"; }
 
@@ -42,23 +33,14 @@ assert s["raw_gbps"] == 0, "--no-probe"
 tg = s["per_threads"][0]["tg"]
 assert tg["expert_bytes_per_token"] > 0 and 0 <= tg["hit_rate"] <= 1, tg'
 if ls "$XDG_CACHE_HOME"/sluice/*.heat >/dev/null 2>&1; then
-    echo "not ok bench --mem without --heat-file leaves the heat file alone: $(ls "$XDG_CACHE_HOME"/sluice)"
-    fails=$((fails + 1))
-else
-    echo "ok bench --mem without --heat-file leaves the heat file alone"
-fi
+    notok "bench --mem without --heat-file leaves the heat file alone" "$(ls "$XDG_CACHE_HOME"/sluice)"
+else ok "bench --mem without --heat-file leaves the heat file alone"; fi
 
 run_bench --mem 64M --no-probe --heat-file "$T/h.heat"
-if [ -s "$T/h.heat" ]; then echo "ok bench --heat-file records heat"; else
-    echo "not ok bench --heat-file records heat: $(tail -1 "$T/err")"
-    fails=$((fails + 1))
-fi
+if [ -s "$T/h.heat" ]; then ok "bench --heat-file records heat"
+else notok "bench --heat-file records heat" "$(tail -1 "$T/err")"; fi
 
-if "$BIN" bench -p 0 -n 0 >/dev/null 2>"$T/err"; then
-    echo "not ok bench -p 0 -n 0 is refused"
-    fails=$((fails + 1))
-elif grep -q "nothing to measure" "$T/err"; then echo "ok bench -p 0 -n 0 is refused"; else
-    echo "not ok bench -p 0 -n 0: $(cat "$T/err")"
-    fails=$((fails + 1))
-fi
+if "$BIN" bench -p 0 -n 0 >/dev/null 2>"$T/err"; then notok "bench -p 0 -n 0 is refused" "it succeeded"
+elif grep -q "nothing to measure" "$T/err"; then ok "bench -p 0 -n 0 is refused"
+else notok "bench -p 0 -n 0 is refused" "$(cat "$T/err")"; fi
 [ $fails -eq 0 ]

@@ -6,23 +6,9 @@
 # (recall / precision fractions, per-layer entries) whenever prediction is on,
 # and the store's prefetch figures when streaming.  Prints ok / not ok / skip
 # lines like the C tests.  JSON is read with python3.
-BIN=${SLUICE_BIN:-build/sluice}
-case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
-MODEL=models/tinymoe-q8_0.gguf
+. "$(dirname "$0")/../cli_lib.sh"
 GOLD=tests/fixtures/tinymoe-q8_0-greedy.json
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-export XDG_CACHE_HOME="$T/cache"
-fails=0
-
-ok() { echo "ok $1"; }
-notok() { echo "not ok $1: $2"; fails=$((fails + 1)); }
-skip() { echo "skip $1: $2"; }
-
-if ! command -v python3 >/dev/null 2>&1; then
-    skip "cli prefetch tests" "python3 not found (needed to read JSON)"
-    exit 0
-fi
+need_python "cli prefetch tests"
 
 py() { code=$1; shift; python3 -c "import json, sys
 $code" "$@"; }

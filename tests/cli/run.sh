@@ -4,26 +4,14 @@
 # copied from shared/golden/tinymoe.json), the JSON contract, --prompt-ids,
 # --logits-out, --stop, streaming, chat over a pipe and error handling.
 # Prints ok / not ok / skip lines like the C tests.  JSON is read with python3.
-BIN=${SLUICE_BIN:-build/sluice}
-case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
-MODEL=models/tinymoe-q8_0.gguf
+. "$(dirname "$0")/../cli_lib.sh"
 GOLD=tests/fixtures/tinymoe-q8_0-greedy.json
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-
-ok() { echo "ok $1"; }
-notok() { echo "not ok $1: $2"; fails=$((fails + 1)); }
-skip() { echo "skip $1: $2"; }
 check() { # NAME CONDITION-COMMAND... (message on failure from $T/why)
     name=$1; shift
     if "$@" >"$T/why" 2>&1; then ok "$name"; else notok "$name" "$(head -c 300 "$T/why" | tr '\n' ' ')"; fi
 }
 
-if ! command -v python3 >/dev/null 2>&1; then
-    skip "cli run tests" "python3 not found (needed to read JSON)"
-    exit 0
-fi
+need_python "cli run tests"
 if [ ! -x "$BIN" ] || [ ! -f "$MODEL" ]; then
     notok "cli run setup" "$BIN or $MODEL missing"
     exit 1

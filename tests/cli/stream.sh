@@ -6,24 +6,8 @@
 # plus a small slack (page cache included), a failed read is a clear error,
 # and budgets that cannot work are refused with a clear message.
 # Prints ok / not ok / skip lines like the C tests.  JSON is read with python3.
-BIN=${SLUICE_BIN:-build/sluice}
-case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
-MODEL=models/tinymoe-q8_0.gguf
-SHARED=${SLUICE_SHARED:-../shared}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-# heat files of these runs go to a scratch cache, not the user's
-export XDG_CACHE_HOME="$T/cache"
-fails=0
-
-ok() { echo "ok $1"; }
-notok() { echo "not ok $1: $2"; fails=$((fails + 1)); }
-skip() { echo "skip $1: $2"; }
-
-if ! command -v python3 >/dev/null 2>&1; then
-    skip "cli stream tests" "python3 not found (needed to read JSON)"
-    exit 0
-fi
+. "$(dirname "$0")/../cli_lib.sh"
+need_python "cli stream tests"
 
 # same_run NAME REF_PREFIX OUT_PREFIX: ids and logits equal
 same_run() {
