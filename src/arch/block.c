@@ -14,20 +14,29 @@ void add_rows(float *x, const float *y, int64_t n)
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err)
+int layer_attn_half(sl_session *s, int il, const batch *b, attn_fn attn, float **xn, float **out, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
     const layer_w *L = &s->m->layers[il];
-    int T = b->T;
-    int64_t n = (int64_t)T * hp->n_embd;
+    int64_t n = (int64_t)b->T * hp->n_embd;
     float *x = s->scr[SCR_X];
-    float *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
-    float *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
-    if (!xn || !out || pilot_layer_start(s, il, err)) return -1;
-    norm_rows(xn, x, L->attn_norm, T, hp->n_embd, hp->rms_eps);
-    if (attn_block(s, il, b, xn, out, err)) return -1;
-    add_rows(x, out, n);
-    norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
+    *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
+    *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
+    if (!*xn || !*out || pilot_layer_start(s, il, err)) return -1;
+    norm_rows(*xn, x, L->attn_norm, b->T, hp->n_embd, hp->rms_eps);
+    if (attn(s, il, b, *xn, *out, err)) return -1;
+    add_rows(x, *out, n);
+    norm_rows(*xn, x, L->ffn_norm, b->T, hp->n_embd, hp->rms_eps);
+    return 0;
+}
+
+int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err)
+{
+    const layer_w *L = &s->m->layers[il];
+    int T = b->T;
+    int64_t n = (int64_t)T * s->m->hp.n_embd;
+    float *x = s->scr[SCR_X], *xn, *out;
+    if (layer_attn_half(s, il, b, attn_block, &xn, &out, err)) return -1;
     int rc = L->moe ? moe_block(s, il, T, xn, out, err)
                     : ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, L->b_gate, L->b_up, L->b_down, xn, T,
                                 out, err);

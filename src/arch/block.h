@@ -10,6 +10,13 @@ void norm_rows(float *xn, const float *x, const float *w, int T, int64_t n, floa
 /* x += y over n elements. */
 void add_rows(float *x, const float *y, int64_t n);
 
+typedef int (*attn_fn)(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err);
+
+/* The attention half of a pre-norm layer: x += ATTN(attn_norm(x)), then
+ * *xn = ffn_norm(x) for the FFN half, with *out (T x n_embd) as its output
+ * buffer.  Starts the layer's expert prediction first. */
+int layer_attn_half(sl_session *s, int il, const batch *b, attn_fn attn, float **xn, float **out, sl_err *err);
+
 /* x += attn(norm(x)); x += ffn_or_moe(norm(x)). */
 int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err);
 

@@ -127,18 +127,11 @@ static int ds2_tensors(sl_model *m, sl_err *err)
 
 static int ds2_layer(sl_session *s, int il, const batch *b, sl_err *err)
 {
-    const hparams *hp = &s->m->hp;
     const layer_w *L = &s->m->layers[il];
     int T = b->T;
-    int64_t n = (int64_t)T * hp->n_embd;
-    float *x = s->scr[SCR_X];
-    float *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
-    float *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
-    if (!xn || !out || pilot_layer_start(s, il, err)) return -1;
-    norm_rows(xn, x, L->attn_norm, T, hp->n_embd, hp->rms_eps);
-    if (mla_block(s, il, b, xn, out, err)) return -1;
-    add_rows(x, out, n);
-    norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
+    int64_t n = (int64_t)T * s->m->hp.n_embd;
+    float *x = s->scr[SCR_X], *xn, *out;
+    if (layer_attn_half(s, il, b, mla_block, &xn, &out, err)) return -1;
     if (!L->moe) { /* a leading dense layer: predict the next one while its FFN runs */
         if (pilot_attn_tap(s, il, err)) return -1;
         if (ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, NULL, NULL, xn, T, out, err)) return -1;
