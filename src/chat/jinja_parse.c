@@ -428,6 +428,15 @@ static bool parse_call_args(parser *P, jnode *n)
     return ok && !P->rc;
 }
 
+/* The call "CALLEE(args)" as an N_CALL node; NULL on error. */
+static jnode *parse_call(parser *P, jnode *callee)
+{
+    jnode *c = node(P, N_CALL, cur(P)->pos);
+    if (!c) return NULL;
+    c->a = callee;
+    return parse_call_args(P, c) ? c : NULL;
+}
+
 static jnode *parse_dotted_name(parser *P, jnode *n)
 {
     if (cur(P)->k != T_NAME) {
@@ -502,10 +511,7 @@ static jnode *parse_filter_expr(parser *P, jnode *n)
         } else if (is_name(P, "is")) {
             n = parse_test(P, n);
         } else if (is_op(P, OP_LPAREN)) {
-            jnode *c = node(P, N_CALL, cur(P)->pos);
-            if (!c) return NULL;
-            c->a = n;
-            n = parse_call_args(P, c) ? c : NULL;
+            n = parse_call(P, n);
         } else {
             break;
         }
@@ -607,10 +613,7 @@ static jnode *parse_postfix(parser *P, jnode *n)
         if (is_op(P, OP_DOT) || is_op(P, OP_LBRACKET)) {
             n = parse_subscript(P, n);
         } else if (is_op(P, OP_LPAREN)) {
-            jnode *c = node(P, N_CALL, cur(P)->pos);
-            if (!c) return NULL;
-            c->a = n;
-            n = parse_call_args(P, c) ? c : NULL;
+            n = parse_call(P, n);
         } else {
             break;
         }
