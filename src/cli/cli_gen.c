@@ -146,7 +146,12 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
 
 void cli_print_engine(const sl_engine *e, bool verbose)
 {
-    if (e->note[0]) fprintf(stderr, "sluice: %s\n", e->note);
+    /* one warning per line of the note, each with the prefix */
+    for (const char *p = e->note; *p;) {
+        size_t len = strcspn(p, "\n");
+        fprintf(stderr, "sluice: %.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
     if (!verbose || !e->streaming || e->io == STORE_IO_MMAP) return;
     char a[32], b[32], c[32], d[32], f[32];
     fprintf(stderr, "sluice: streaming experts (%s): --mem %s = spine %s + KV %s + scratch/runtime %s + cache %s (%lld experts of %lld)\n",

@@ -152,8 +152,8 @@ static void choose_mode(sl_engine *e, const gguf_file *g)
 /* Flags that cannot act in the chosen mode are said, not silently dropped. */
 static void warn_idle_flags(sl_engine *e)
 {
-    if (e->opts.verify && !e->opts.pack) note(e, "--verify has no effect without --pack%s", "");
-    if (e->opts.pin && !e->streaming) note(e, "--pin has no effect: the experts are in RAM%s", "");
+    if (e->opts.verify && !e->opts.pack) note(e, "%s", "--verify has no effect without --pack");
+    if (e->opts.pin && !e->streaming) note(e, "%s", "--pin has no effect: the experts are in RAM");
 }
 
 /* ---- heat and the store ---- */
