@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/kq.h"
+#include "kernels/row_prefetch.h"
 
 /* ---- float weights ---- */
 
@@ -241,21 +242,6 @@ static inline void scales8(uint32_t type, const uint8_t *const *rows, int64_t b,
     for (int i = 0; i < 16; i++) memcpy(&h[i], rows[i] + (size_t)b * bs + off, 2);
     v[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
     v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
-}
-
-/* Decode streams weights from memory: while block b of a 16-row group is
- * computed, part I of N of the next group's b-th slice is prefetched into L2
- * before the I-th row's work (as matmul_avx512.c does; see there for the
- * measurements).  always_inline, or GCC deletes the calls as pure. */
-static inline __attribute__((always_inline)) void
-prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz, int i, int n)
-{
-    size_t row_bytes = (size_t)(rows[1] - rows[0]);
-    if (row_bytes == 0) return; /* single-row tail group */
-    const char *next = (const char *)rows[0] + 16 * row_bytes + (size_t)b * 16 * bsz;
-    size_t nl = (16 * bsz + 63) / 64;
-    for (size_t l = nl * (size_t)i / (size_t)n; l < nl * (size_t)(i + 1) / (size_t)n; l++)
-        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
 }
 
 static inline __attribute__((always_inline)) void

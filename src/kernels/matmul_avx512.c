@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "kernels/kq.h"
+#include "kernels/row_prefetch.h"
 
 #define TT 4  /* tokens per tile */
 
@@ -87,28 +88,6 @@ static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **ro
     for (int i = 0; i < 16; i++)
         rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
     return nv;
-}
-
-/* The 16 rows of a group are one contiguous chunk (rows[15] + row_bytes is
- * the next group).  While block b of this group is computed, fetch the b-th
- * slice of the next group's chunk, so it streams in sequentially one group
- * ahead instead of as 16 strided streams.  The slice is fetched in N parts,
- * part I before the I-th piece of the block's work, so the prefetches spread
- * over the computation instead of queueing for the L1 fill buffers at the
- * start of the block; into L2 (T1), since T0 prefetches hold those buffers
- * longer.  Measured, 1 thread, cold 768x2048 Q4_K: 8.3 GB/s without
- * prefetching, 9.9 with the whole slice at the block start (T1), 12.2 spread
- * over the 16 rows.  always_inline: as an ordinary function GCC finds it
- * pure (a prefetch has no side effects) and deletes the calls. */
-static inline __attribute__((always_inline)) void
-prefetch_next(const uint8_t *const *rows, int64_t b, size_t bsz, int i, int n)
-{
-    size_t row_bytes = (size_t)(rows[1] - rows[0]);
-    if (row_bytes == 0) return; /* single-row tail group */
-    const char *next = (const char *)rows[0] + 16 * row_bytes + (size_t)b * 16 * bsz;
-    size_t nl = (16 * bsz + 63) / 64;
-    for (size_t l = nl * (size_t)i / (size_t)n; l < nl * (size_t)(i + 1) / (size_t)n; l++)
-        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
 }
 
 /* Rows per L2-sized chunk (a multiple of the 16-row group). */
