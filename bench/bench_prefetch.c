@@ -142,7 +142,7 @@ static int run_mode(const args *a, sl_prefetch_mode mode, const int32_t *toks, i
     XXH64_reset(h, 0);
     for (int w = 0; w < a->windows; w++) {
         const int32_t *t = toks + (size_t)w * wlen;
-        session_rewind(s, 0);
+        if (session_rewind(s, 0, &err)) goto fail_h;
         if (session_eval(s, t, a->prefill, lg, false, &err)) goto fail_h;
         double t0 = sl_now();
         for (int i = a->prefill; i < a->len; i++) {

@@ -63,7 +63,8 @@ static void session_errors(void)
             "6 + 3 tokens fit an 8-token context");
     T_CHECK(session_eval(s, toks, 2, lg, false, &err) == 0 && session_pos(s) == 8, "filling to n_ctx: %s",
             err.msg);
-    session_rewind(s, 7);
+    T_CHECK(session_rewind(s, 7, &err) == 0, "rewind to 7: %s", err.msg);
+    T_CHECK(session_rewind(s, 9, &err) != 0 && session_pos(s) == 7, "rewind past the end refused");
     int32_t bad = model_n_vocab(m);
     T_CHECK(session_eval(s, &bad, 1, lg, false, &err) != 0 && strstr(err.msg, "out of range"),
             "token id n_vocab accepted");

@@ -88,6 +88,11 @@ typedef struct {
      * expert is fetched once per layer, not once per micro-batch. */
     int32_t n_batch;
     sl_prefetch_mode prefetch;
+    /* Positions behind the newest one that session_rewind must be able to
+     * return to without a checkpoint (drafting verifies up to K+1 tokens at
+     * a time and keeps a prefix of them).  Free for attention-only models;
+     * a recurrent model keeps that many snapshots of its state. */
+    int32_t n_rollback;
 } session_opts;
 
 /* Bytes of KV cache a session of n_ctx tokens allocates. */
@@ -114,8 +119,30 @@ int32_t session_n_ctx(const sl_session *s);
  * session keeps its previous position. */
 int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits, bool all, sl_err *err);
 
-/* Forgets KV entries at positions >= POS (for rejected draft tokens, edits). */
-void session_rewind(sl_session *s, int32_t pos);
+/* ---- rolling back (rejected drafts, chat edits, reused prefixes) ----
+ * Attention layers roll back by forgetting KV entries.  Recurrent layers
+ * (Kimi Delta Attention, the gated delta net) hold one fixed-size state per
+ * layer that cannot be run backwards, so a session of such a model keeps
+ * snapshots of that state: after each of the last session_opts.n_rollback
+ * evaluated positions, and at each position marked with session_checkpoint
+ * (the end of a chat turn, a prefix the server may reuse).  For models
+ * without recurrent layers every position up to session_pos can be restored
+ * and checkpoints cost nothing. */
+
+/* Bytes of recurrent state one sequence holds (0 for attention-only
+ * models); each snapshot costs as much.  The --mem planner counts
+ * (1 + n_rollback + checkpoints kept) of them. */
+uint64_t session_state_bytes(const sl_model *m);
+/* Whether session_rewind(S, POS) would succeed. */
+bool session_can_rewind(const sl_session *s, int32_t pos);
+/* Returns the session to the state it had when it held POS tokens
+ * (0 <= POS <= session_pos): KV entries at positions >= POS are forgotten
+ * and recurrent state is restored from the snapshot at POS.  Fails (state
+ * unchanged) when no snapshot of POS is kept. */
+int session_rewind(sl_session *s, int32_t pos, sl_err *err);
+/* Keeps the state at the current position restorable (until a rewind to
+ * before it).  A no-op for attention-only models. */
+int session_checkpoint(sl_session *s, sl_err *err);
 
 /* The predictors of a layer's experts (sl_prefetch_layer.src_*):
  * ATTN:  layer L's norm and router applied to layer L-1's residual after

@@ -260,10 +260,28 @@ int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
 
 void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
-void session_rewind(sl_session *s, int32_t pos)
+/* No architecture keeps recurrent state yet: every position up to pos is
+ * restorable by forgetting KV entries. */
+uint64_t session_state_bytes(const sl_model *m)
 {
-    if (pos < 0) pos = 0;
-    if (pos < s->pos) s->pos = pos;
+    (void)m;
+    return 0;
+}
+
+bool session_can_rewind(const sl_session *s, int32_t pos) { return pos >= 0 && pos <= s->pos; }
+
+int session_rewind(sl_session *s, int32_t pos, sl_err *err)
+{
+    if (!session_can_rewind(s, pos))
+        return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens", (int)pos, (int)s->pos);
+    s->pos = pos;
+    return 0;
+}
+
+int session_checkpoint(sl_session *s, sl_err *err)
+{
+    (void)s, (void)err;
+    return 0;
 }
 
 /* -------------------------------------------------------------- eval */

@@ -147,7 +147,8 @@ static void pop_msg(chat_state *c)
 static void reset(chat_state *c)
 {
     while (c->n_msgs > (c->a->system ? 1u : 0u)) pop_msg(c);
-    session_rewind(c->cm.session, 0);
+    sl_err e;
+    session_rewind(c->cm.session, 0, &e); /* position 0 is always restorable */
     c->n_kv = 0;
 }
 
@@ -226,11 +227,17 @@ static int reply(chat_state *c)
     /* reuse the cached prefix, but evaluate at least one token: we need its logits */
     size_t keep = c->a->no_cache ? 0 : common_prefix(c->kv, c->n_kv, ids, n);
     if (keep == n) keep--;
-    session_rewind(s, (int32_t)keep);
+    /* a recurrent model restores only the positions it kept a snapshot of */
+    while (keep > 0 && !session_can_rewind(s, (int32_t)keep)) keep--;
+    sl_err err;
+    if (session_rewind(s, (int32_t)keep, &err)) {
+        free(ids);
+        cli_fail("%s", err.msg);
+        return -1;
+    }
     gen_opts go = {(int32_t)c->a->n_predict, c->a->ignore_eos, c->chat.stops, c->chat.n_stops};
     gen_callbacks cb = {c, NULL, on_chat_token, on_text};
     gen_result res;
-    sl_err err;
     /* Ctrl-C stops the reply (not the program) while generating */
     struct sigaction stop = {.sa_handler = on_sigint}, old;
     interrupted = 0;
@@ -240,7 +247,7 @@ static int reply(chat_state *c)
     if (rc) cli_fail("%s", err.msg);
     size_t held = (size_t)session_pos(s) > n ? (size_t)session_pos(s) - n : 0;
     if (rc == 0) rc = set_kv(c, ids, n, res.ids, held < res.n_ids ? held : res.n_ids);
-    else c->n_kv = 0, session_rewind(s, 0); /* unknown state: start clean next turn */
+    else c->n_kv = 0, session_rewind(s, 0, &err); /* unknown state: start clean next turn */
     if (rc == 0) {
         fputc('\n', stdout);
         fflush(stdout);

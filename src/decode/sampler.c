@@ -47,6 +47,19 @@ void sampler_free(sl_sampler *s)
 
 const sampler_params *sampler_get_params(const sl_sampler *s) { return &s->par; }
 
+/* The chain has no history-dependent stage yet: accepting is a no-op and a
+ * sampler's state is its random stream. */
+void sampler_accept(sl_sampler *s, int32_t id) { (void)s, (void)id; }
+
+int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err)
+{
+    if (sampler_create(out, &s->par, s->n_vocab, err)) return -1;
+    sampler_copy_state(*out, s);
+    return 0;
+}
+
+void sampler_copy_state(sl_sampler *dst, const sl_sampler *src) { dst->rng = src->rng; }
+
 void sampler_reseed(sl_sampler *s, uint32_t seed)
 {
     s->par.seed = seed;

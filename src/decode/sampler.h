@@ -47,6 +47,18 @@ const sampler_params *sampler_get_params(const sl_sampler *s);
 /* Restarts the random stream (same seed -> same draws). */
 void sampler_reseed(sl_sampler *s, uint32_t seed);
 
+/* Tells the sampler that ID became part of the sequence (prompt tokens
+ * included).  Stages that depend on the history (repetition penalties, a
+ * grammar) read it; sampler_sample does not accept by itself, because a
+ * drafted token is sampled at a position that may be rolled back. */
+void sampler_accept(sl_sampler *s, int32_t id);
+/* A sampler with the same parameters, history and random stream, for
+ * evaluating the chain at positions ahead of the accepted one (drafting). */
+int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err);
+/* Copies SRC's history and random stream into DST (made by sampler_clone
+ * of the same sampler, or of one with the same parameters); no allocation. */
+void sampler_copy_state(sl_sampler *dst, const sl_sampler *src);
+
 /* Picks the next token from LOGITS[n_vocab]. */
 int32_t sampler_sample(sl_sampler *s, const float *logits);
 

@@ -59,7 +59,11 @@ void sluice_close(sluice *s)
     free(s);
 }
 
-void sluice_reset(sluice *s) { session_rewind(s->eng.session, 0); }
+void sluice_reset(sluice *s)
+{
+    sl_err e;
+    session_rewind(s->eng.session, 0, &e); /* position 0 is always restorable */
+}
 
 typedef struct {
     sluice *s;
