@@ -66,6 +66,10 @@ typedef struct {
     const float *exp_probs_b;
     sl_mat x_gate, x_up, x_down;
     int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
+
+    /* Floats of recurrent state this layer keeps per sequence (0: none;
+     * set by the architecture at load, see rstate.h). */
+    int64_t rs_floats;
 } layer_w;
 
 struct sl_session;

@@ -7,6 +7,7 @@
 
 #include "arch/arch.h"
 #include "arch/attn_simd.h"
+#include "arch/rstate.h"
 
 /* One micro-batch: T consecutive tokens at positions pos0 .. pos0+T-1. */
 struct batch {
@@ -54,6 +55,7 @@ struct sl_session {
     float *thr_tmp;       /* per-thread attention scratch */
     size_t thr_tmp_n;
     pilot *pilot;         /* expert prediction (pilot.h); NULL when off */
+    rstate *rs;           /* recurrent layers' state (rstate.h); NULL without them */
 };
 
 /* Scratch slot SLOT with at least BYTES bytes (64-byte aligned); NULL on OOM. */

@@ -173,6 +173,39 @@ uint64_t session_scratch_allocated(const sl_session *s)
     return b + (uint64_t)s->n_threads * ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63);
 }
 
+/* ------------------------------------------------------ recurrent state */
+
+static int64_t *layer_state_floats(const sl_model *m)
+{
+    int64_t *v = calloc((size_t)m->hp.n_layer, sizeof *v);
+    for (int il = 0; v && il < m->hp.n_layer; il++) v[il] = m->layers[il].rs_floats;
+    return v;
+}
+
+uint64_t session_state_bytes(const sl_model *m)
+{
+    uint64_t n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) n += (uint64_t)m->layers[il].rs_floats;
+    return n * sizeof(float);
+}
+
+static int32_t n_ckpt(const session_opts *o) { return o && o->n_checkpoints > 0 ? o->n_checkpoints : 1; }
+
+uint64_t session_state_total_bytes(const sl_model *m, const session_opts *o)
+{
+    return session_state_bytes(m) * (uint64_t)rstate_n_states(o ? o->n_rollback : 0, n_ckpt(o));
+}
+
+static int create_rstate(sl_session *s, const session_opts *o, sl_err *err)
+{
+    if (session_state_bytes(s->m) == 0) return 0;
+    int64_t *floats = layer_state_floats(s->m);
+    if (!floats) return sl_errf(err, "out of memory");
+    int rc = rstate_create(&s->rs, s->m->hp.n_layer, floats, o ? o->n_rollback : 0, n_ckpt(o), err);
+    free(floats);
+    return rc;
+}
+
 /* ------------------------------------------------------------ create */
 
 static int alloc_kv(sl_session *s, sl_err *err)
@@ -219,7 +252,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
     s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
-    if (alloc_kv(s, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
+    if (alloc_kv(s, err) || pilot_create(&s->pilot, m, pf, err) || create_rstate(s, opts, err)) goto fail;
     s->thr_tmp_n = attn_tmp_floats(s);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
     if (!s->thr_tmp) {
@@ -252,6 +285,7 @@ void session_free(sl_session *s)
     for (int i = 0; i < ACT_COUNT; i++) act_free(&s->act[i]);
     free(s->thr_tmp);
     pilot_free(s->pilot);
+    rstate_free(s->rs);
     free(s);
 }
 
@@ -260,27 +294,48 @@ int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
 
 void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
-/* No architecture keeps recurrent state yet: every position up to pos is
- * restorable by forgetting KV entries. */
-uint64_t session_state_bytes(const sl_model *m)
+/* Attention layers forget KV entries; recurrent ones need a kept state. */
+bool session_can_rewind(const sl_session *s, int32_t pos)
 {
-    (void)m;
-    return 0;
+    if (pos < 0 || pos > s->pos) return false;
+    return !s->rs || rstate_can_rewind(s->rs, pos);
 }
-
-bool session_can_rewind(const sl_session *s, int32_t pos) { return pos >= 0 && pos <= s->pos; }
 
 int session_rewind(sl_session *s, int32_t pos, sl_err *err)
 {
-    if (!session_can_rewind(s, pos))
+    if (pos < 0 || pos > s->pos)
         return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens", (int)pos, (int)s->pos);
+    if (s->rs && rstate_rewind(s->rs, pos))
+        return sl_errf(err, "cannot rewind to position %d: no snapshot of the recurrent state is kept there (the session "
+                            "holds %d tokens; raise n_rollback or checkpoint the position)",
+                       (int)pos, (int)s->pos);
     s->pos = pos;
     return 0;
 }
 
 int session_checkpoint(sl_session *s, sl_err *err)
 {
-    (void)s, (void)err;
+    (void)err;
+    if (s->rs) rstate_checkpoint(s->rs);
+    return 0;
+}
+
+int session_state_write(const sl_session *s, FILE *f, sl_err *err)
+{
+    return rstate_write(s->rs, s->pos, f, err);
+}
+
+int session_state_read(sl_session *s, FILE *f, sl_err *err)
+{
+    int32_t pos;
+    if (rstate_read(s->rs, f, &pos, err)) return -1;
+    if (pos > s->n_ctx) {
+        if (s->rs) rstate_rewind(s->rs, 0);
+        s->pos = 0;
+        return sl_errf(err, "saved state is at position %d, beyond this session's context of %d", (int)pos,
+                       (int)s->n_ctx);
+    }
+    s->pos = pos;
     return 0;
 }
 
@@ -334,12 +389,19 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (n > s->n_ctx - s->pos)
         return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
                        s->n_ctx);
-    for (int32_t off = 0; off < n; off += s->n_batch) {
+    /* one recurrent-state evaluation over every micro-batch: a failure in
+     * any of them returns the session to where it started */
+    int32_t pos0 = s->pos;
+    if (s->rs) rstate_begin(s->rs, n);
+    int rc = 0;
+    for (int32_t off = 0; rc == 0 && off < n; off += s->n_batch) {
         int T = n - off < s->n_batch ? n - off : s->n_batch;
         bool last = off + T == n;
         int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
         float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
-        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) return -1;
+        rc = eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err);
     }
-    return 0;
+    if (s->rs) rstate_end(s->rs, rc == 0);
+    if (rc) s->pos = pos0;
+    return rc;
 }
