@@ -26,6 +26,7 @@ enum {
     /* the predictor's own (pilot.c): it runs between a layer's begin and its
      * experts, so it must not touch the layer's buffers */
     SCR_P_XN, SCR_P_LOGITS, SCR_P_W, SCR_P_ATTN, SCR_P_OUT, SCR_P_TOKEN,
+    SCR_LIN, /* the linear-attention mixers' (kda.c, gdn.c) */
     SCR_COUNT
 };
 
@@ -76,6 +77,12 @@ void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *co
 
 /* y = x W^T + b over T rows (b may be NULL). */
 int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err);
+
+/* y_i = x W_i^T for N weights applied to the same T rows of x (n_embd-wide
+ * or any width: W_i->ne0), in as few dispatches as the activation
+ * conversions allow (one per distinct vec_dot type, up to three at once);
+ * y_i has row stride W_i->ne1.  Uses ACT_A..ACT_C. */
+int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, int T, float *const *y, sl_err *err);
 
 /* Adds bias b[n] to each of T rows of y (row stride n). */
 void add_bias(float *y, const float *b, int T, int64_t n);

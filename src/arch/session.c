@@ -103,6 +103,35 @@ int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const floa
     return 0;
 }
 
+int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, int T, float *const *y, sl_err *err)
+{
+    for (int i0 = 0; i0 < n;) {
+        /* the next products whose inputs fit in the three activations */
+        sl_act *acts[3] = {&s->act[ACT_A], &s->act[ACT_B], &s->act[ACT_C]};
+        uint32_t vt[3];
+        int na = 0, m = 0;
+        const sl_mat *ws[MM_MAX];
+        const sl_act *xs[MM_MAX];
+        float *ys[MM_MAX];
+        size_t st[MM_MAX];
+        for (; i0 + m < n && m < MM_MAX; m++) {
+            const sl_mat *wi = w[i0 + m];
+            uint32_t t = kernels_vec_dot_type(wi->type);
+            int a = 0;
+            while (a < na && vt[a] != t) a++;
+            if (a == na) {
+                if (na == 3) break;
+                if (act_prepare(acts[na], wi->type, x, wi->ne0, T, (size_t)wi->ne0, s->pool, err)) return -1;
+                vt[na++] = t;
+            }
+            ws[m] = wi, xs[m] = acts[a], ys[m] = y[i0 + m], st[m] = (size_t)wi->ne1;
+        }
+        matmul_multi(s, m, ws, xs, ys, st);
+        i0 += m;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ memory */
 
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
@@ -111,10 +140,12 @@ uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode)
 {
     const hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
-    bool mla = m->ops->id == ARCH_DEEPSEEK2;
+    bool mla = hp->n_lora_kv > 0;
     uint64_t row = mla ? (uint64_t)hp->n_lora_kv + hp->n_rot
                        : (uint64_t)hp->n_head_kv * (hp->n_embd_head_k + hp->n_embd_head_v);
-    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * row * (mode == SL_KV_F32 ? 4 : 2);
+    uint64_t layers = 0; /* recurrent layers keep a state instead */
+    for (int il = 0; il < hp->n_layer; il++) layers += m->layers[il].rs_floats == 0;
+    return layers * (uint64_t)n_ctx * row * (mode == SL_KV_F32 ? 4 : 2);
 }
 
 /* Width of the dense FFN if any layer has one: MoE files carry n_ff even
@@ -160,6 +191,7 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     bytes += (TK - T) * (widest_row(hp) * sizeof(float) + 64);             /* ACT_C of a K-row group */
     bytes += E * (sizeof(expert_view) + 1 + 3 * (sizeof(sl_mat) + sizeof(sl_matmul_job) + sizeof(sl_act))); /* R_VIEWS, R_JOBS */
     if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
+    if (m->ops->scratch_bytes) bytes += m->ops->scratch_bytes(m, (int64_t)T) + 64;
     sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
     bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);
     return bytes;
@@ -214,11 +246,12 @@ static int alloc_kv(sl_session *s, sl_err *err)
     const hparams *hp = &m->hp;
     s->kv = calloc((size_t)hp->n_layer, sizeof *s->kv);
     if (!s->kv) return sl_errf(err, "out of memory for the KV cache");
-    bool mla = m->ops->id == ARCH_DEEPSEEK2;
+    bool mla = hp->n_lora_kv > 0;
     int32_t k_row = mla ? hp->n_lora_kv + hp->n_rot : hp->n_head_kv * hp->n_embd_head_k;
     int32_t v_row = mla ? 0 : hp->n_head_kv * hp->n_embd_head_v;
     for (int il = 0; il < hp->n_layer; il++) {
         kv_layer *L = &s->kv[il];
+        if (m->layers[il].rs_floats) continue; /* a recurrent layer: no KV */
         L->k_row = k_row;
         L->v_row = v_row;
         /* calloc: zeroed pages are mapped lazily, so a large n_ctx costs
