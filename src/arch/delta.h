@@ -51,11 +51,11 @@ void dn_delta_step(const attn_simd *op, const float *s_in, float *s_out, int d, 
  * at b->pos0 + t and written at b->pos0 + t + 1 (rstate.h). */
 int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err);
 int gdn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err);
-/* Floats of state one layer of each kind keeps. */
-int64_t kda_state_floats(const hparams *hp);
-int64_t gdn_state_floats(const hparams *hp);
-/* Scratch (SCR_LIN) the mixers take for T tokens, for whichever kinds the
- * model's layers use. */
-uint64_t dn_scratch_bytes(const sl_model *m, int64_t T);
+/* Bytes of state one layer of each kind keeps. */
+uint64_t kda_state_bytes(const hparams *hp);
+uint64_t gdn_state_bytes(const hparams *hp);
+/* Scratch (SCR_LIN) the mixers take for passes of N_BATCH tokens, for the
+ * kinds the model's recurrent layers use (an arch_ops.scratch_bytes). */
+uint64_t dn_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch);
 
 #endif

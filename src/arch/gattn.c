@@ -10,9 +10,9 @@
 
 #include "arch/attn.h"
 
-uint64_t gattn_scratch_bytes(const hparams *hp, int64_t T)
+uint64_t gattn_scratch_bytes(const hparams *hp, int32_t n_batch)
 {
-    return (uint64_t)T * 4 * (uint64_t)hp->n_head * (uint64_t)hp->n_embd_head_k * sizeof(float);
+    return (uint64_t)n_batch * 4 * (uint64_t)hp->n_head * (uint64_t)hp->n_embd_head_k * sizeof(float);
 }
 
 /* Per-head RMSNorm, then the rotation of the first n_rot values, in place. */

@@ -10,10 +10,11 @@
 #include "arch/delta.h"
 #include "arch/sess.h"
 
-int64_t gdn_state_floats(const hparams *hp)
+/* The layer's state: the convolution window over all channels, then a matrix per value head. */
+uint64_t gdn_state_bytes(const hparams *hp)
 {
-    int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank;
-    return (hp->ssm_d_conv - 1) * (2 * nk + nv) * d + nv * d * d;
+    uint64_t d = (uint64_t)hp->ssm_d_state, nk = (uint64_t)hp->ssm_n_group, nv = (uint64_t)hp->ssm_dt_rank;
+    return ((uint64_t)(hp->ssm_d_conv - 1) * (2 * nk + nv) * d + nv * d * d) * sizeof(float);
 }
 
 typedef struct {

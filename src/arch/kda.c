@@ -11,10 +11,10 @@
 #include "arch/sess.h"
 
 /* The layer's state: the q, k and v convolution windows, then H matrices. */
-int64_t kda_state_floats(const hparams *hp)
+uint64_t kda_state_bytes(const hparams *hp)
 {
-    int64_t C = (int64_t)hp->n_head * hp->ssm_d_state, d = hp->ssm_d_state;
-    return 3 * (hp->ssm_d_conv - 1) * C + hp->n_head * d * d;
+    uint64_t C = (uint64_t)hp->n_head * hp->ssm_d_state, d = (uint64_t)hp->ssm_d_state;
+    return (3 * (uint64_t)(hp->ssm_d_conv - 1) * C + (uint64_t)hp->n_head * d * d) * sizeof(float);
 }
 
 typedef struct {

@@ -77,7 +77,7 @@ static int kda_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
         bind_vec(m, &L->ssm_norm, il, "ssm_norm.weight", d, 0, err) ||
         bind_mat(m, &L->wo, il, "attn_output.weight", C, e, 0, err))
         return -1;
-    L->rs_floats = kda_state_floats(hp);
+    L->recurrent = true;
     return 0;
 }
 
@@ -147,12 +147,29 @@ static int kimi_tensors(sl_model *m, sl_err *err)
 static int kimi_layer(sl_session *s, int il, const batch *b, sl_err *err)
 {
     float *xn, *out;
-    attn_fn mixer = s->m->layers[il].rs_floats ? kda_block : mla_block;
+    attn_fn mixer = s->m->layers[il].recurrent ? kda_block : mla_block;
     if (layer_attn_half(s, il, b, mixer, &xn, &out, err)) return -1;
     return layer_ffn_half(s, il, b->T, xn, out, err);
 }
 
+/* KDA layers keep a state; MLA layers cache [c | k_pe] per position, one
+ * KV head whose values are the latent c. */
+static void kimi_cache(const sl_model *m, int il, layer_cache *out)
+{
+    const hparams *hp = &m->hp;
+    if (is_kda(m, il)) {
+        *out = (layer_cache){.kind = LAYER_RECURRENT, .state_bytes = kda_state_bytes(hp)};
+        return;
+    }
+    int32_t dk = hp->n_lora_kv + hp->n_rot;
+    *out = (layer_cache){.kind = LAYER_ATTN, .k_row = dk, .v_row = 0, .head_k = dk, .head_v = hp->n_lora_kv};
+}
+
 const arch_ops arch_kimi_linear = {
-    .name = "kimi-linear", .id = ARCH_KIMI_LINEAR,
-    .load_hparams = kimi_hparams, .load_tensors = kimi_tensors, .layer = kimi_layer, .scratch_bytes = dn_scratch_bytes,
+    .name = "kimi-linear",
+    .load_hparams = kimi_hparams,
+    .load_tensors = kimi_tensors,
+    .cache = kimi_cache,
+    .scratch_bytes = dn_scratch_bytes,
+    .layer = kimi_layer,
 };

@@ -76,7 +76,7 @@ static int read_ssm(sl_model *m, sl_err *err)
     return 0;
 }
 
-/* Which layers are recurrent, into rs_floats (set for real in the tensors). */
+/* Which layers are recurrent (the gated delta net). */
 static int read_layer_kinds(sl_model *m, bool *recr, sl_err *err)
 {
     const hparams *hp = &m->hp;
@@ -121,11 +121,10 @@ static int q35_hparams(sl_model *m, sl_err *err)
         return sl_errf(err, "%s: expert widths must be positive (expert_feed_forward_length %d, shared %d)",
                        m->g->path, hp->n_ff_exp, hp->n_ff_shexp);
     hp->rope.mode = ROPE_MODE_IMROPE;
-    hp->rope_partial = true;
     hp->gating = GATING_SOFTMAX;
     hp->expert_weights_norm = true;
     hp->expert_weights_scale = 0.0f; /* not read by llama.cpp for this arch */
-    return 0;
+    return check_gqa(m, false, err); /* partial rotary: n_rot <= key_length */
 }
 
 static int attn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
@@ -157,7 +156,7 @@ static int gdn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
         bind_vec(m, &L->ssm_norm, il, "ssm_norm.weight", d, 0, err) ||
         bind_mat(m, &L->wo, il, "ssm_out.weight", vd, e, 0, err))
         return -1;
-    L->rs_floats = gdn_state_floats(hp);
+    L->recurrent = true;
     return 0;
 }
 
@@ -202,18 +201,28 @@ static int q35_tensors(sl_model *m, sl_err *err)
 static int q35_layer(sl_session *s, int il, const batch *b, sl_err *err)
 {
     float *xn, *out;
-    attn_fn mixer = s->m->layers[il].rs_floats ? gdn_block : gattn_block;
+    attn_fn mixer = s->m->layers[il].recurrent ? gdn_block : gattn_block;
     if (layer_attn_half(s, il, b, mixer, &xn, &out, err)) return -1;
     return layer_ffn_half(s, il, b->T, xn, out, err);
 }
 
-static uint64_t q35_scratch(const sl_model *m, int64_t T)
+static uint64_t q35_scratch(const sl_model *m, int32_t n_ctx, int32_t n_batch)
 {
-    uint64_t a = dn_scratch_bytes(m, T), b = gattn_scratch_bytes(&m->hp, T);
+    uint64_t a = dn_scratch_bytes(m, n_ctx, n_batch), b = gattn_scratch_bytes(&m->hp, n_batch);
     return a > b ? a : b;
 }
 
+/* GDN layers keep a state; the gated attention layers a GQA cache (the default). */
+static void q35_cache(const sl_model *m, int il, layer_cache *out)
+{
+    if (m->layers[il].recurrent) *out = (layer_cache){.kind = LAYER_RECURRENT, .state_bytes = gdn_state_bytes(&m->hp)};
+}
+
 const arch_ops arch_qwen35moe = {
-    .name = "qwen35moe", .id = ARCH_QWEN35MOE,
-    .load_hparams = q35_hparams, .load_tensors = q35_tensors, .layer = q35_layer, .scratch_bytes = q35_scratch,
+    .name = "qwen35moe",
+    .load_hparams = q35_hparams,
+    .load_tensors = q35_tensors,
+    .cache = q35_cache,
+    .scratch_bytes = q35_scratch,
+    .layer = q35_layer,
 };
