@@ -36,7 +36,7 @@ int seq_push(gen_seq *q, const int32_t *ids, size_t n, sl_err *err)
 {
     if (n > q->cap - q->n)
         return sl_errf(err, "%zu more tokens do not fit in the context (%zu tokens, %zu in use)", n, q->cap, q->n);
-    memcpy(q->toks + q->n, ids, n * sizeof *ids);
+    if (n) memcpy(q->toks + q->n, ids, n * sizeof *ids);
     q->n += n;
     return 0;
 }
