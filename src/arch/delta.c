@@ -65,20 +65,12 @@ void dn_delta_step(const attn_simd *op, const float *s_in, float *s_out, int d, 
 uint64_t dn_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch)
 {
     (void)n_ctx;
-    const hparams *hp = &m->hp;
-    uint64_t best = 0, T = (uint64_t)n_batch, d = (uint64_t)hp->ssm_d_state;
-    for (int il = 0; il < hp->n_layer; il++) {
+    uint64_t best = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
         const layer_w *L = &m->layers[il];
         if (!L->recurrent) continue;
-        uint64_t f;
-        if (L->ssm_f_a.ne0) { /* KDA */
-            uint64_t C = (uint64_t)hp->n_head * d;
-            f = 9 * T * C + T * (hp->n_head + 2 * d) + C;
-        } else {
-            uint64_t row = (2 * (uint64_t)hp->ssm_n_group + hp->ssm_dt_rank) * d, vd = hp->ssm_dt_rank * d;
-            f = 2 * T * row + 2 * T * vd + 2 * T * hp->ssm_dt_rank + vd;
-        }
-        if (f > best) best = f;
+        uint64_t b = L->ssm_f_a.ne0 ? kda_scratch_bytes(&m->hp, n_batch) : gdn_scratch_bytes(&m->hp, n_batch);
+        if (b > best) best = b;
     }
-    return best * sizeof(float) + 64;
+    return best + 64;
 }

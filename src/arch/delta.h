@@ -24,7 +24,7 @@
  * inputs held in WIN_IN (channel-major, K-1 per channel, oldest first) and
  * u_{K-1} = x[c]; the products are summed in tap order by fused multiply-
  * adds (ggml_ssm_conv as GCC contracts it).  WIN_OUT gets the window for
- * the next token (it may be WIN_IN).  No bias. */
+ * the next token (it may be WIN_IN); OUT may be X.  No bias. */
 void dn_conv_step(const float *w, int K, int64_t C, const float *win_in, float *win_out, const float *x,
                   float *out);
 
@@ -54,6 +54,9 @@ int gdn_block(sl_session *s, int il, const batch *b, const float *xn, float *out
 /* Bytes of state one layer of each kind keeps. */
 uint64_t kda_state_bytes(const hparams *hp);
 uint64_t gdn_state_bytes(const hparams *hp);
+/* Scratch (SCR_LIN) each mixer takes for T tokens. */
+uint64_t kda_scratch_bytes(const hparams *hp, int64_t T);
+uint64_t gdn_scratch_bytes(const hparams *hp, int64_t T);
 /* Scratch (SCR_LIN) the mixers take for passes of N_BATCH tokens, for the
  * kinds the model's recurrent layers use (an arch_ops.scratch_bytes). */
 uint64_t dn_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch);

@@ -43,6 +43,13 @@ static void gdn_task(void *ctx, int h, int thread)
     }
 }
 
+uint64_t gdn_scratch_bytes(const hparams *hp, int64_t T)
+{
+    uint64_t d = (uint64_t)hp->ssm_d_state, nv = (uint64_t)hp->ssm_dt_rank;
+    uint64_t row = (2 * (uint64_t)hp->ssm_n_group + nv) * d, vd = nv * d;
+    return ((uint64_t)T * (row + 2 * vd + 2 * nv) + vd) * sizeof(float);
+}
+
 int gdn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
@@ -50,18 +57,18 @@ int gdn_block(sl_session *s, int il, const batch *b, const float *xn, float *out
     int T = b->T, d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank, K = hp->ssm_d_conv;
     int64_t row = (2 * (int64_t)nk + nv) * d, vd = (int64_t)nv * d;
     size_t tr = (size_t)T * row, tv = (size_t)T * vd, th = (size_t)T * nv;
-    float *f = scr_get(s, SCR_LIN, sizeof(float) * (2 * tr + 2 * tv + 2 * th + vd), err);
+    float *f = scr_get(s, SCR_LIN, gdn_scratch_bytes(hp, T), err);
     if (!f) return -1;
-    float *raw = f, *qkv = raw + tr, *z = qkv + tr, *o = z + tv, *beta = o + tv, *g = beta + th, *tmp = g + th;
+    float *qkv = f, *z = qkv + tr, *o = z + tv, *beta = o + tv, *g = beta + th, *tmp = g + th;
 
     const sl_mat *w[4] = {&L->wqkv, &L->ssm_gate, &L->ssm_beta, &L->ssm_alpha};
-    float *y[4] = {raw, z, beta, g};
+    float *y[4] = {qkv, z, beta, g};
     if (linear_many(s, 4, w, xn, T, y, err)) return -1;
 
     for (int t = 0; t < T; t++) {
         float *r = qkv + (size_t)t * row;
         dn_conv_step(L->ssm_conv[0], K, row, rstate_at(s->rs, il, b->pos0 + t),
-                     rstate_at(s->rs, il, b->pos0 + t + 1), raw + (size_t)t * row, r);
+                     rstate_at(s->rs, il, b->pos0 + t + 1), r, r); /* in place */
         dn_silu(r, row);
         for (int h = 0; h < 2 * nk; h++) dn_l2_norm(r + (size_t)h * d, d, hp->rms_eps);
     }

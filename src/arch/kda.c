@@ -41,6 +41,12 @@ static void kda_task(void *ctx, int h, int thread)
     }
 }
 
+uint64_t kda_scratch_bytes(const hparams *hp, int64_t T)
+{
+    uint64_t C = (uint64_t)hp->n_head * hp->ssm_d_state, d = (uint64_t)hp->ssm_d_state;
+    return (5 * (uint64_t)T * C + (uint64_t)T * (hp->n_head + 2 * d) + C) * sizeof(float);
+}
+
 int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
@@ -48,16 +54,17 @@ int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out
     int T = b->T, H = hp->n_head, d = hp->ssm_d_state, K = hp->ssm_d_conv;
     int64_t C = (int64_t)H * d, W = (int64_t)(K - 1) * C;
     size_t n = (size_t)T * C;
-    float *f = scr_get(s, SCR_LIN, sizeof(float) * (9 * n + (size_t)T * (H + 2 * d) + C), err);
+    float *f = scr_get(s, SCR_LIN, kda_scratch_bytes(hp, T), err);
     if (!f) return -1;
-    float *raw = f, *qkv = raw + 3 * n, *g = qkv + 3 * n, *g2 = g + n, *o = g2 + n;
+    /* 5 T x C buffers: the projections (convolved in place), the decay,
+     * whose buffer takes the output gate after the recurrence, the output */
+    float *qkv = f, *g = qkv + 3 * n, *o = g + n;
     float *beta = o + n, *fa = beta + (size_t)T * H, *ga = fa + (size_t)T * d, *tmp = ga + (size_t)T * d;
     float *q = qkv, *k = qkv + n, *v = qkv + 2 * n;
 
     const sl_mat *w1[6] = {&L->wq, &L->wk, &L->wv, &L->ssm_beta, &L->ssm_f_a, &L->ssm_g_a};
-    float *y1[6] = {raw, raw + n, raw + 2 * n, beta, fa, ga};
-    if (linear_many(s, 6, w1, xn, T, y1, err) || linear(s, &s->act[ACT_A], &L->ssm_f_b, NULL, fa, T, g, err) ||
-        linear(s, &s->act[ACT_B], &L->ssm_g_b, NULL, ga, T, g2, err))
+    float *y1[6] = {q, k, v, beta, fa, ga};
+    if (linear_many(s, 6, w1, xn, T, y1, err) || linear(s, &s->act[ACT_A], &L->ssm_f_b, NULL, fa, T, g, err))
         return -1;
 
     /* the convolutions, token by token through the windows in the state */
@@ -66,7 +73,7 @@ int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out
         float *wout = rstate_at(s->rs, il, b->pos0 + t + 1);
         for (int c = 0; c < 3; c++) {
             float *y = qkv + c * n + (size_t)t * C;
-            dn_conv_step(L->ssm_conv[c], K, C, win + c * W, wout + c * W, raw + c * n + (size_t)t * C, y);
+            dn_conv_step(L->ssm_conv[c], K, C, win + c * W, wout + c * W, y, y);
             dn_silu(y, C);
         }
         for (int h = 0; h < H; h++) {
@@ -81,7 +88,9 @@ int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out
                  .q = q, .k = k, .v = v, .g = g, .beta = beta, .o = o, .tmp = tmp};
     run_tasks(s, H, kda_task, &j);
 
-    /* output: RMSNorm per head, times sigmoid of the output gate */
+    /* output: RMSNorm per head, times sigmoid of the output gate g_b(g_a(x)) */
+    float *g2 = g;
+    if (linear(s, &s->act[ACT_B], &L->ssm_g_b, NULL, ga, T, g2, err)) return -1;
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
             float *oh = o + (size_t)t * C + (size_t)h * d;
