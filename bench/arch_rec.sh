@@ -2,7 +2,7 @@
 # Issue 11, the recurrent architectures (kimi-linear, qwen35moe): the figures
 # of the closing note.  Run on a quiet machine; every part prints its table.
 #
-#   sh bench/arch_rec.sh [parity] [ram] [rollback] [stream]     (default: all four)
+#   sh bench/arch_rec.sh [parity] [ram] [rollback] [recall] [stream]   (default: all)
 #
 # parity    tiny synthetic models of both shapes (Q8_0 / Q4_K, written in a
 #           temp dir): sluice's last-prompt logits (--kv f32) against
@@ -15,6 +15,9 @@
 # rollback  bench_rollback on the kimi-linear --layers 8 model: a K+1-token
 #           verification with and without the state snapshots, a rewind, and
 #           the recompute alternative (restore + re-evaluate j tokens).
+# recall    next-layer expert prediction across the recurrent layers: per
+#           layer recall of the pilot (--prefetch next) and of auto, streaming
+#           both --layers models under --mem 4G, 128 greedy tokens.
 # stream    kimi-linear-48b-a3b at all 27 layers (27.7 GB at Q4_K) under
 #           --mem $MEM (9G: about 3x): bench/stream.sh (decode with io_uring /
 #           pread / mmap, the I/O bound from the disk probe, 512-token prefill
@@ -33,7 +36,7 @@ GOLDTOOL=${GOLDTOOL:-/work/goldtool}
 MEM=${MEM:-9G}
 THREADS=${THREADS:-2}
 OUT=${OUT:-build/bench/arch_rec}
-PARTS=${*:-parity ram rollback stream}
+PARTS=${*:-parity ram rollback recall stream}
 mkdir -p "$OUT"
 [ -x "$BIN" ] || { echo "arch_rec: $BIN not built (run make)" >&2; exit 1; }
 
@@ -102,6 +105,19 @@ rollback() {
     build/bench_rollback "$BIG/kimi-linear-l8-q4k.gguf" -t "$THREADS" -k 4 -r 15
 }
 
+recall() {
+    synth kimi-linear-48b-a3b kimi-linear-l8-q4k.gguf --layers 8 --type q4_K
+    synth qwen3.5-35b-a3b qwen35-l12-q4k.gguf --layers 12 --type q4_K
+    for m in kimi-linear-l8-q4k qwen35-l12-q4k; do
+        for mode in next auto; do
+            echo "== expert prediction, $m, --prefetch $mode"
+            "$BIN" run -m "$BIG/$m.gguf" -p "The old man looked at the sea and said that the wind had changed in the night" \
+                -n 128 --temp 0 --mem 4G -c 1024 -t "$THREADS" --prefetch "$mode" --stats 2>&1 >/dev/null |
+                grep -a -E 'prediction|per layer'
+        done
+    done
+}
+
 stream() {
     synth kimi-linear-48b-a3b kimi-linear-q4k.gguf --type q4_K
     echo "== streaming kimi-linear-48b-a3b (27 layers) under --mem $MEM"
@@ -122,7 +138,8 @@ for p in $PARTS; do
     parity) parity ;;
     ram) ram ;;
     rollback) rollback ;;
+    recall) recall ;;
     stream) stream ;;
-    *) echo "arch_rec: unknown part $p (parity ram rollback stream)" >&2; exit 2 ;;
+    *) echo "arch_rec: unknown part $p (parity ram rollback recall stream)" >&2; exit 2 ;;
     esac
 done
