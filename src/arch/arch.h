@@ -13,6 +13,11 @@
 #include "experts/layout.h"
 #include "experts/provider.h"
 
+/* Routed experts per layer: far above any real model (Kimi K3 has 896,
+ * llama.cpp stops at 512); expert ids must fit the pilot's int16 tables.
+ * Everything else is sized from the model's own expert count. */
+enum { MOE_MAX_EXPERTS = 32768 };
+
 /* Router gating, numbered as llama.cpp's llama_expert_gating_func_type. */
 typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
 
