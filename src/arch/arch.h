@@ -75,6 +75,9 @@ typedef struct {
     const float *exp_probs_b;
     sl_mat x_gate, x_up, x_down;
     int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
+    /* byte offset of up in its part: a fused ffn_gate_up_exps part holds
+     * gate's n_ff rows, then up's (part_gate == part_up) */
+    size_t off_up;
 } layer_w;
 
 struct sl_session;
@@ -191,6 +194,9 @@ int bind_io(sl_model *m, sl_err *err);
  * attention with per-head norms (qwen3.c). */
 int bind_qkv(sl_model *m, layer_w *L, int il, sl_err *err);
 int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
+/* The routed experts' gate and up (fused ffn_gate_up_exps {n_embd, 2 n_ff,
+ * n_expert} or separate; gate optional unless GATE_REQUIRED) and down. */
+int bind_expert_ffn(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
 int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */

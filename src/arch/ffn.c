@@ -162,10 +162,10 @@ static void group_by_expert(routing *r)
 
 /* llama.cpp's expert products (mul_mat_id) sum float weights in vec_dot's
  * order, not the dense sgemm order, so experts say so (kernels.h). */
-static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part)
+static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part, size_t off)
 {
     sl_mat w = *geom;
-    w.data = v->parts[part];
+    w.data = (const char *)v->parts[part] + off;
     w.order = SL_ORDER_VEC_DOT;
     return w;
 }
@@ -195,8 +195,8 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     sl_act xu = xa_up == xa ? xg
                             : (sl_act){.vtype = xa_up->vtype, .n = xa_up->n, .rows = n, .row_bytes = rbu,
                                        .data = gx + (size_t)n * rb};
-    sl_mat wu = expert_mat(&L->x_up, v, L->part_up), wg = {0};
-    if (L->part_gate >= 0) wg = expert_mat(&L->x_gate, v, L->part_gate);
+    sl_mat wu = expert_mat(&L->x_up, v, L->part_up, L->off_up), wg = {0};
+    if (L->part_gate >= 0) wg = expert_mat(&L->x_gate, v, L->part_gate, 0);
     const sl_mat *w[2] = {&wu, &wg};
     const sl_act *x[2] = {&xu, &xg};
     float *out[2] = {u, g};
@@ -207,7 +207,7 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     } else {
         for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
     }
-    sl_mat wd = expert_mat(&L->x_down, v, L->part_down);
+    sl_mat wd = expert_mat(&L->x_down, v, L->part_down, 0);
     if (act_prepare(&s->act[ACT_C], wd.type, h, n_ff, n, (size_t)n_ff, s->pool, err)) return -1;
     const sl_mat *wdp = &wd;
     const sl_act *xd = &s->act[ACT_C];
@@ -265,10 +265,10 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
                              .data = gx + (size_t)rows * rb + (size_t)row * rbu}
                   : *xg;
         sl_mat *wi = &w[3 * (i - i0)];
-        wi[0] = expert_mat(&L->x_up, &b->v[i], L->part_up);
+        wi[0] = expert_mat(&L->x_up, &b->v[i], L->part_up, L->off_up);
         jobs[nj++] = (sl_matmul_job){&wi[0], xu, u + (size_t)row * n_ff, (size_t)n_ff};
         if (gate) {
-            wi[1] = expert_mat(&L->x_gate, &b->v[i], L->part_gate);
+            wi[1] = expert_mat(&L->x_gate, &b->v[i], L->part_gate, 0);
             jobs[nj++] = (sl_matmul_job){&wi[1], xg, g + (size_t)row * n_ff, (size_t)n_ff};
         }
         row += n;
@@ -287,7 +287,7 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
         xi->rows = n;
         xi->data = (char *)xd->data + (size_t)row * xd->row_bytes;
         sl_mat *wd = &w[3 * (i - i0) + 2];
-        *wd = expert_mat(&L->x_down, &b->v[i], L->part_down);
+        *wd = expert_mat(&L->x_down, &b->v[i], L->part_down, 0);
         jobs[nj++] = (sl_matmul_job){wd, xi, d + (size_t)row * n_embd, (size_t)n_embd};
         row += n;
     }
