@@ -164,11 +164,7 @@ static int moe_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 {
     const hparams *hp = &m->hp;
     int64_t e = hp->n_embd, fs = hp->n_ff_shexp;
-    char name[64];
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    if (gguf_find_tensor(m->g, name))
-        return sl_errf(err, "%s: fused expert tensor '%s' is not supported", m->g->path, name);
-    const float *gate_inp;
+    const float *gate_inp; /* bind_moe takes a fused ffn_gate_up_exps too, as llama.cpp's qwen35moe loader does */
     if (bind_moe(m, L, il, hp->n_ff_exp, true, err) ||
         bind_vec(m, &gate_inp, il, "ffn_gate_inp_shexp.weight", e, 0, err) ||
         bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", e, fs, 0, err) ||
