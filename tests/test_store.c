@@ -53,7 +53,7 @@ static uint32_t rnd(uint32_t n)
 
 /* Runs N_PASSES forward passes of random routing with batch size BATCH
  * (distinct experts per layer) and checks every view. */
-static void run_passes(const char *name, store_io io, int slots, int batch, int n_passes)
+static void run_passes_policy(const char *name, store_io io, int slots, int batch, int n_passes, cache_policy pol)
 {
     t_begin(name);
     sl_err err;
@@ -66,6 +66,7 @@ static void run_passes(const char *name, store_io io, int slots, int batch, int 
     }
     store_config cfg = store_config_default(store_slot_bytes(&L) * (uint64_t)slots);
     cfg.io = io;
+    cfg.policy = pol;
     cfg.chunk_bytes = 64 << 10; /* several chunks per part */
     expert_provider *p;
     if (expert_store_create(&p, &L, &cfg, &err)) {
@@ -110,6 +111,11 @@ out:
     expert_layout_free(&L);
     gguf_close(g);
     t_end();
+}
+
+static void run_passes(const char *name, store_io io, int slots, int batch, int n_passes)
+{
+    run_passes_policy(name, io, slots, batch, n_passes, store_config_default(0).policy);
 }
 
 /* Fault hook: fail the Nth completed read with EIO. */
@@ -273,6 +279,9 @@ int main(void)
     run_passes("store: pread, 6 slots", STORE_IO_PREAD, 6, 4, 20);
     run_passes("store: pread, prefill batch, 5 slots", STORE_IO_PREAD, 5, 32, 2);
     run_passes("store: mmap", STORE_IO_MMAP, 0, 4, 10);
+    run_passes_policy("store: lru, 6 slots", STORE_IO_URING, 6, 4, 20, CACHE_LRU);
+    run_passes_policy("store: lfru, 3 slots < batch", STORE_IO_URING, 3, 4, 10, CACHE_LFRU);
+    run_passes_policy("store: ahead, prefill batch, 10 slots", STORE_IO_URING, 10, 32, 3, CACHE_AHEAD);
     injected_fault(STORE_IO_URING);
     injected_fault(STORE_IO_PREAD);
     truncated_file();

@@ -287,6 +287,10 @@ static int run(run_args *a, cli_model *cm)
         goto out;
     }
     if (rc_ctx.failed) goto out;
+    if (engine_write_trace(&cm->eng, &err)) {
+        cli_fail("%s", err.msg);
+        goto out;
+    }
     cli_stream_stats(&cm->eng, &res.stats);
     /* end the text's last line so the shell prompt or the --stats lines start on their own */
     bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';

@@ -1,4 +1,5 @@
 #include "experts/store.h"
+#include "experts/belady.h"
 #include "experts/io.h"
 #include "experts/source.h"
 #include "util/clock.h"
@@ -70,6 +71,10 @@ typedef struct {
     int ready_head;
     int n_done;             /* requests handed out */
     double busy_since;      /* when the in-flight count last left zero */
+    /* every begin()'s keys in order, for the offline optimum */
+    int32_t *log;
+    int64_t n_log, cap_log;
+    bool log_failed;
     store_stats st;
 } store;
 
@@ -88,7 +93,7 @@ int store_io_parse(const char *name)
 
 store_config store_config_default(uint64_t cache_bytes)
 {
-    return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_LFRU,
+    return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_AHEAD,
                           .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20,
                           .pin = heat_pin_defaults()};
 }
@@ -274,6 +279,24 @@ static int admit_waiting(store *s, sl_err *err)
     return 0;
 }
 
+/* Appends a layer's experts to the access log (a failed allocation only
+ * loses the optimum figure, never the run). */
+static void log_access(store *s, int layer, const int32_t *ids, int n)
+{
+    if (s->log_failed) return;
+    if (s->n_log + n > s->cap_log) {
+        int64_t cap = s->cap_log ? s->cap_log * 2 : 1 << 14;
+        while (cap < s->n_log + n) cap *= 2;
+        int32_t *l = realloc(s->log, (size_t)cap * sizeof *l);
+        if (!l) {
+            s->log_failed = true;
+            return;
+        }
+        s->log = l, s->cap_log = cap;
+    }
+    for (int i = 0; i < n; i++) s->log[s->n_log++] = layer * s->L->n_expert + ids[i];
+}
+
 static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
 {
     store *s = (store *)p;
@@ -283,6 +306,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
     s->st.layers++;
     if (s->cfg.record) heat_recorder_use(s->cfg.record, layer, ids, n);
+    if (s->cache) cache_begin_layer(s->cache, layer, ids, n), log_access(s, layer, ids, n);
     for (int i = 0; i < n; i++) {
         s->ids[i] = ids[i];
         uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
@@ -386,6 +410,8 @@ static void st_hint(expert_provider *p, int layer, const int32_t *ids, int n)
     store *s = (store *)p;
     if (s->cfg.io == STORE_IO_MMAP || layer < 0 || layer >= s->L->n_layers || !expert_layout_bytes(s->L, layer))
         return;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < s->L->n_expert) cache_hint(s->cache, layer, ids[i]);
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= s->L->n_expert || cache_find(s->cache, layer, ids[i]) >= 0) continue;
         int64_t evicted;
@@ -414,6 +440,7 @@ static void st_destroy(expert_provider *p)
         if (s->maps[f] && s->maps[f] != MAP_FAILED) munmap(s->maps[f], s->L->g->parts[f].size);
     if (s->mem) munmap(s->mem, s->mem_bytes);
     cache_free(s->cache);
+    free(s->log);
     free(s->map_fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
     free(s);
 }
@@ -455,6 +482,7 @@ static int alloc_slots(store *s, sl_err *err)
         return sl_errf(err, "cannot allocate %llu bytes for the expert cache", (unsigned long long)s->mem_bytes);
     }
     s->st.slots = (int)n;
+    s->st.policy = s->cfg.policy;
     s->st.slot_bytes = s->slot_bytes;
     s->slot = calloc((size_t)n, sizeof *s->slot);
     if (!s->slot) return sl_errf(err, "out of memory");
@@ -558,4 +586,22 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
         cache_counters c = cache_get_counters(s->cache);
         out->evictions = c.evictions;
     }
+}
+
+int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err)
+{
+    const store *s = (const store *)p;
+    *bytes = *loads = 0;
+    if (!s->cache) return sl_errf(err, "the optimum needs an expert cache (not mmap mode)");
+    if (s->log_failed) return sl_errf(err, "out of memory for the access log: no optimum figure");
+    uint8_t *miss = malloc((size_t)(s->n_log > 0 ? s->n_log : 1));
+    if (!miss) return sl_errf(err, "out of memory for the optimum");
+    int64_t n = belady_misses(s->log, s->n_log, (int64_t)s->L->n_layers * s->L->n_expert, cache_slots(s->cache),
+                              miss, err);
+    for (int64_t i = 0; n >= 0 && i < s->n_log; i++)
+        if (miss[i]) *bytes += expert_layout_bytes(s->L, s->log[i] / s->L->n_expert);
+    free(miss);
+    if (n < 0) return -1;
+    *loads = (uint64_t)n;
+    return 0;
 }

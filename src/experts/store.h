@@ -69,6 +69,7 @@ typedef struct {
     uint64_t prefetch_failed;  /* prefetch reads that failed (re-read on demand) */
     uint64_t retries;          /* expert loads read again from another copy after a failure */
     int slots;                 /* cache capacity in experts */
+    cache_policy policy;
     uint64_t slot_bytes;
     int direct;                /* 1 if reads bypass the page cache (O_DIRECT) */
     int pinned;                /* experts in permanent slots, read at creation */
@@ -78,7 +79,7 @@ typedef struct {
 const char *store_io_name(store_io io);
 int store_io_parse(const char *name); /* -1 if unknown */
 
-/* Sensible defaults: uring, LFRU, depth 32, 1 MiB chunks, no heat. */
+/* Sensible defaults: uring, AHEAD, depth 32, 1 MiB chunks, no heat. */
 store_config store_config_default(uint64_t cache_bytes);
 
 /* Bytes one cache slot needs for the largest expert of the layout. */
@@ -87,5 +88,12 @@ uint64_t store_slot_bytes(const expert_layout *L);
 int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err);
 /* Only valid on a provider made by expert_store_create. */
 void expert_store_stats(const expert_provider *p, store_stats *out);
+
+/* The offline optimum for this run so far: the expert loads and bytes
+ * Belady's MIN (belady.h) would have needed for the same sequence of
+ * begin()s with the same number of slots, from an empty cache and with no
+ * prefetch (each expert's bytes as the layout has them, without the 4 KiB
+ * alignment).  Compare with bytes_needed + prefetch_bytes. */
+int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err);
 
 #endif
