@@ -196,6 +196,7 @@ void cli_stream_stats(const sl_engine *e, gen_stats *st)
     st->prefetch_reads = ss.prefetch_reads;
     st->prefetch_used = ss.prefetch_used;
     st->prefetch_wasted_bytes = ss.prefetch_wasted_bytes;
+    st->prefetch_cancelled = ss.prefetch_cancelled;
     st->expert_bytes_loaded = ss.bytes_loaded;
     st->optimum_bytes = ss.optimum_bytes;
     st->optimum_ratio = ss.optimum_bytes ? (double)ss.bytes_loaded / (double)ss.optimum_bytes : 0;

@@ -373,6 +373,7 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     out->prefetch_wasted_bytes = st.prefetch_wasted_bytes;
     out->demand_misses = st.misses;
     out->prefetch_reads = st.prefetch_issued;
+    out->prefetch_cancelled = st.prefetch_cancelled;
     out->bytes_loaded = st.bytes_needed + st.prefetch_bytes;
     out->read_busy_s = st.read_busy_s;
     out->policy = mmap_mode ? "page cache" : cache_policy_name(st.policy);

@@ -56,7 +56,7 @@ typedef struct {
     double read_gbps;          /* expert bytes read / time spent reading */
     double prefill_read_amplification; /* prefill bytes read / bytes of distinct experts it used */
     uint64_t prefetch_used, prefetch_wasted_bytes;
-    uint64_t demand_misses, prefetch_reads;
+    uint64_t demand_misses, prefetch_reads, prefetch_cancelled;
     uint64_t bytes_loaded;     /* experts read, demand + prefetch (no alignment) */
     uint64_t optimum_bytes, optimum_loads; /* Belady's MIN on the same accesses (0: not known) */
     double read_busy_s;        /* time with a read in flight */

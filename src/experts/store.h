@@ -28,6 +28,7 @@ typedef struct {
     cache_policy policy;
     double half_life;      /* LFRU half-life in forward passes */
     int queue_depth;       /* reads in flight */
+    int prefetch_depth;    /* prefetch reads in flight at most (0: io.h's default) */
     uint32_t chunk_bytes;  /* reads are split into chunks of at most this */
     /* Test hook: may turn a completed read into an error (-errno). */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
@@ -67,6 +68,9 @@ typedef struct {
     uint64_t prefetch_late;    /* ... of which still loading at that moment */
     uint64_t prefetch_wasted_bytes; /* prefetched, evicted unused */
     uint64_t prefetch_failed;  /* prefetch reads that failed (re-read on demand) */
+    uint64_t prefetch_cancelled; /* guesses the router disagreed with, dropped before any byte was read */
+    uint64_t prefetch_promoted;  /* guesses the router confirmed while still queued: read as demand */
+    uint64_t prefetch_skipped;   /* guesses not worth a read (rank precision, or the cache had no room worth it) */
     uint64_t retries;          /* expert loads read again from another copy after a failure */
     int slots;                 /* cache capacity in experts */
     cache_policy policy;
