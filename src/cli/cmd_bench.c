@@ -11,8 +11,10 @@
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
 #include "decode/rng.h"
+#include "decode/sampler.h"
 #include "decode/stats.h"
 #include "experts/probe.h"
+#include "tok/tokenizer.h"
 #include "util/clock.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
@@ -28,11 +30,16 @@ typedef struct {
     const char *json_out; /* also write the JSON object here */
     engine_opts eo;       /* --mem, --io, ...: streaming benchmark */
     bool no_probe;
+    bool cold;            /* streaming tg: no warm-up text */
 } bench_args;
 
-/* Streaming figures of one test (warm-up included), from store counters. */
+/* Streaming figures of one test (warm-up included, except for the text
+ * decode: its timed steps only), from store counters. */
 typedef struct {
     double bytes_per_token, hit_rate, io_wait_share, read_gbps, effective_gbps;
+    double waste_share;          /* prefetched bytes never used / bytes loaded */
+    double busy_share;           /* time with a read in flight / test time */
+    double optimum_bytes_per_token; /* Belady's MIN over the same accesses (same history) */
 } stream_figs;
 
 typedef struct {
@@ -55,13 +62,19 @@ static void usage(FILE *f)
                "  -r, --repetitions R  timed repetitions (default 5)\n"
                "      --json           print one JSON object (medians pp_tps / tg_tps and the settings)\n"
                "      --json-out FILE  print the table and write the JSON object to FILE\n"
-               "      --no-probe       streaming: skip the raw disk bandwidth probe\n\n"
+               "      --no-probe       streaming: skip the raw disk bandwidth probe\n"
+               "      --cold           streaming: start the text decode from an empty cache\n\n"
                "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
                "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
                "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"
                "it can print achieved / raw bandwidth and tokens/s against the I/O bound.\n"
-               "The heat file is neither read nor updated unless --heat-file is given: the tests\n"
-               "repeat the same tokens, so learned heat would only flatter the next run.\n\n%s",
+               "When streaming, tgN is an honest decode: each repetition is the greedy continuation\n"
+               "of a different real text, never seen before by the cache (which was warmed on\n"
+               "another text, or is empty with --cold); only its N decode steps are timed and\n"
+               "counted, and the report adds prefetch waste, disk busy share and the bytes the\n"
+               "offline optimum (Belady) would have read for the same accesses.\n"
+               "The heat file is neither read nor updated unless --heat-file is given: learned\n"
+               "heat would only flatter the next run.\n\n%s",
             CLI_STREAM_HELP);
 }
 
@@ -87,6 +100,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"n-gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
         {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
         {"json-out", required_argument, 0, 'o'}, {"no-probe", no_argument, 0, 'P'},
+        {"cold", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
@@ -103,6 +117,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 'j': a->json = true; break;
         case 'o': a->json_out = optarg; break;
         case 'P': a->no_probe = true; break;
+        case 'C': a->cold = true; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
         default:
@@ -157,6 +172,93 @@ static double run_tg(bench_ctx *b)
     double dt = sl_now() - t0;
     session_free(s);
     return rc ? -1 : dt;
+}
+
+static stream_figs figs_between(const store_stats *x, const store_stats *y, long tokens, double seconds);
+
+/* ---- the honest streaming decode ---- */
+
+/* Real text, written for this benchmark (never for a model's training):
+ * the first warms the cache, each repetition continues another. */
+static const char *const TEXTS[] = {
+    "The ferry left the harbour a little after six, when the fog was still lying on the water and the gulls had "
+    "not yet begun to argue over the fishing boats. Most of the passengers were workers going to the mainland.",
+    "To make a simple loaf, mix five hundred grams of flour with a spoon of salt, a little yeast and warm water, "
+    "then knead the dough for ten minutes until it is smooth and springs back when you press it.",
+    "In the spring of that year the river rose higher than anyone in the valley could remember. The old bridge "
+    "held, but the meadows below the mill were under water for three weeks, and the school was closed.",
+    "A good map does not show everything. It leaves out what the traveller does not need, so that the roads, "
+    "the rivers and the towns stand out clearly, and a stranger can find the way without asking.",
+    "She opened the letter slowly, as if the words inside might change if she hurried. It was short, written in "
+    "a careful hand, and it asked her to come back to the house by the lake before the end of the summer.",
+    "Computers store numbers in binary, as strings of ones and zeros. A byte holds eight of these bits, enough "
+    "for two hundred and fifty-six different values, which is why so many old limits are powers of two.",
+    "The committee met every Tuesday in the back room of the library. They argued about the budget, the new "
+    "roof and the opening hours, and every week the chairman promised that the next meeting would be shorter.",
+    "High in the mountains the air is thin and the nights are cold even in August. Shepherds still bring their "
+    "flocks up to the summer pastures, as their grandparents did, and come down again when the first snow falls.",
+};
+enum { N_TEXTS = sizeof TEXTS / sizeof TEXTS[0] };
+
+/* Evaluates text T's tokens and then N greedy steps in a fresh session;
+ * with X and Y, store counters around the timed decode steps (and the
+ * access log position where they start in *FROM). */
+static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_stats *y)
+{
+    const char *text = TEXTS[t % N_TEXTS];
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (vocab_tokenize(model_vocab(b->model), text, strlen(text), true, false, &ids, &n_ids, &b->err)) return -1;
+    sl_session *s;
+    session_opts so = engine_session_opts(b->eng);
+    if (session_create_opts(&s, b->model, (int32_t)(n_ids + (size_t)n + 1), b->pool, &so, &b->err)) {
+        free(ids);
+        return -1;
+    }
+    int rc = session_eval(s, ids, (int32_t)n_ids, b->logits, false, &b->err);
+    int32_t n_vocab = model_n_vocab(b->model);
+    if (x && b->eng->store) expert_store_stats(b->eng->store, x);
+    double t0 = sl_now();
+    for (long i = 0; i < n && rc == 0; i++) {
+        int32_t tok = sampler_argmax(b->logits, n_vocab);
+        rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
+    }
+    double dt = sl_now() - t0;
+    if (y && b->eng->store) expert_store_stats(b->eng->store, y);
+    session_free(s);
+    free(ids);
+    return rc ? -1 : dt;
+}
+
+/* The streaming tg test: unless --cold, a warm-up on TEXTS[0]; then each
+ * repetition a different text, its decode steps timed and counted. */
+static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
+{
+    if (!b->a->cold && text_decode(b, 0, n, NULL, NULL) < 0) return cli_fail("%s", b->err.msg);
+    store_stats sum = {0};
+    double secs = 0, opt = 0;
+    for (long r = 0; r < b->a->reps; r++) {
+        store_stats x, y;
+        double dt = text_decode(b, 1 + (int)(r % (N_TEXTS - 1)), n, &x, &y);
+        if (dt < 0) return cli_fail("%s", b->err.msg);
+        tps[r] = dt > 0 ? (double)n / dt : 0;
+        secs += dt;
+        uint64_t ob, ol;
+        sl_err e;
+        if (expert_store_optimum_since(b->eng->store, x.accesses, &ob, &ol, &e) == 0) opt += (double)ob;
+        sum.bytes_read += y.bytes_read - x.bytes_read, sum.hits += y.hits - x.hits;
+        sum.misses += y.misses - x.misses, sum.read_busy_s += y.read_busy_s - x.read_busy_s;
+        sum.io_wait_s += y.io_wait_s - x.io_wait_s;
+        sum.prefetch_wasted_bytes += y.prefetch_wasted_bytes - x.prefetch_wasted_bytes;
+        sum.bytes_needed += (y.bytes_needed + y.prefetch_bytes) - (x.bytes_needed + x.prefetch_bytes);
+    }
+    store_stats zero = {0};
+    long toks = n * b->a->reps;
+    *f = figs_between(&zero, &sum, toks, secs);
+    f->waste_share = sum.bytes_needed ? (double)sum.prefetch_wasted_bytes / (double)sum.bytes_needed : 0;
+    f->busy_share = secs > 0 ? sum.read_busy_s / secs : 0;
+    f->optimum_bytes_per_token = toks ? opt / (double)toks : 0;
+    return 0;
 }
 
 /* Warm-up, then reps timed runs as tokens/s into OUT. */
@@ -326,8 +428,8 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
     char b1[32], b2[32];
     printf("\nstreaming (%s, --mem %s: %lld of %lld experts cached):\n", store_io_name(e->io),
            cli_fmt_bytes(e->plan.total, b1, 32), (long long)e->plan.slots, (long long)e->plan.experts);
-    printf("| threads | test     | expert bytes/token | hit rate | I/O wait | read GB/s | effective GB/s |\n");
-    printf("| ------: | -------- | -----------------: | -------: | -------: | --------: | -------------: |\n");
+    printf("| threads | test     | expert bytes/token | optimum bytes/token | hit rate | prefetch waste | disk busy | I/O wait | read GB/s | effective GB/s |\n");
+    printf("| ------: | -------- | -----------------: | ------------------: | -------: | -------------: | --------: | -------: | --------: | -------------: |\n");
     for (int i = 0; i < a->n_threads; i++)
         for (int k = 0; k < 2; k++) {
             const stream_figs *f = k ? &rows[i].stg : &rows[i].spp;
@@ -335,10 +437,18 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
             if (!tok) continue;
             char test[24];
             snprintf(test, sizeof test, "%s%ld", k ? "tg" : "pp", tok);
-            printf("| %7d | %-8s | %18s | %7.1f%% | %7.1f%% | %9.2f | %14.2f |\n", rows[i].threads, test,
-                   cli_fmt_bytes((uint64_t)f->bytes_per_token, b2, 32), 100 * f->hit_rate, 100 * f->io_wait_share,
-                   f->read_gbps, f->effective_gbps);
+            char b3[32] = "-";
+            if (f->optimum_bytes_per_token > 0) cli_fmt_bytes((uint64_t)f->optimum_bytes_per_token, b3, 32);
+            char waste[16] = "-", busy[16] = "-";
+            if (k) snprintf(waste, sizeof waste, "%.1f%%", 100 * f->waste_share), snprintf(busy, sizeof busy, "%.0f%%", 100 * f->busy_share);
+            printf("| %7d | %-8s | %18s | %19s | %7.1f%% | %14s | %9s | %7.1f%% | %9.2f | %14.2f |\n", rows[i].threads,
+                   test, cli_fmt_bytes((uint64_t)f->bytes_per_token, b2, 32), b3, 100 * f->hit_rate, waste, busy,
+                   100 * f->io_wait_share, f->read_gbps, f->effective_gbps);
         }
+    if (a->n && e->io != STORE_IO_MMAP)
+        printf("tg%ld: greedy continuations of %ld real texts (one per repetition, none seen before), only the decode "
+               "steps counted; cache %s\n",
+               a->n, a->reps, a->cold ? "empty before the first (--cold)" : "warmed on another text first");
     if (!pr->gbps) return;
     printf("\nraw disk: %.2f GB/s (O_DIRECT random %s reads, depth %d, %.1f s%s)\n", pr->gbps,
            cli_fmt_bytes(pr->read_size, b1, 32), pr->depth, pr->seconds, pr->direct ? "" : ", NOT direct");
@@ -354,9 +464,10 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
 
 static json_t *figs_json(const stream_figs *f)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate", f->hit_rate,
-                     "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
-                     f->effective_gbps);
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate",
+                     f->hit_rate, "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
+                     f->effective_gbps, "prefetch_waste_share", f->waste_share, "disk_busy_share", f->busy_share,
+                     "optimum_bytes_per_token", f->optimum_bytes_per_token);
 }
 
 static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
@@ -416,8 +527,10 @@ static int bench_threads(bench_ctx *b, int threads, bench_row *row)
     if (!b->pool) return cli_fail("cannot start %d threads", threads);
     row->threads = pool_threads(b->pool);
     row->isa = kernels_isa_name(pool_isa(b->pool));
+    bool text = b->eng->store && b->eng->io != STORE_IO_MMAP;
     int rc = measure_streamed(b, run_pp, b->a->p, row->pp, &row->spp) ||
-             measure_streamed(b, run_tg, b->a->n, row->tg, &row->stg);
+             (text ? b->a->n && measure_text(b, b->a->n, row->tg, &row->stg)
+                   : measure_streamed(b, run_tg, b->a->n, row->tg, &row->stg));
     pool_destroy(b->pool);
     b->pool = NULL;
     return rc;
@@ -429,7 +542,8 @@ int cmd_bench(int argc, char **argv)
     int r = parse_args(argc, argv, &a);
     if (r) return r < 0 ? 2 : 0;
     cli_model cm;
-    long nt = a.p > a.n ? a.p : a.n;
+    /* the text decode's sessions hold a text (< 128 tokens) and N steps */
+    long nt = a.p > a.n + 128 ? a.p : a.n + 128;
     int max_threads = 1;
     for (int i = 0; i < a.n_threads; i++) max_threads = a.threads[i] > max_threads ? a.threads[i] : max_threads;
     /* plan the budget for exactly the sessions the tests create */

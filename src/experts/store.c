@@ -703,6 +703,7 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
 {
     const store *s = (const store *)p;
     *out = s->st;
+    out->accesses = (uint64_t)s->n_log;
     if (s->cache) {
         cache_counters c = cache_get_counters(s->cache);
         out->evictions = c.evictions;
@@ -710,6 +711,12 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
 }
 
 int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err)
+{
+    return expert_store_optimum_since(p, 0, bytes, loads, err);
+}
+
+int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t *bytes, uint64_t *loads,
+                               sl_err *err)
 {
     const store *s = (const store *)p;
     *bytes = *loads = 0;
@@ -719,10 +726,8 @@ int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *lo
     if (!miss) return sl_errf(err, "out of memory for the optimum");
     int64_t n = belady_misses(s->log, s->n_log, (int64_t)s->L->n_layers * s->L->n_expert, cache_slots(s->cache),
                               miss, err);
-    for (int64_t i = 0; n >= 0 && i < s->n_log; i++)
-        if (miss[i]) *bytes += expert_layout_bytes(s->L, s->log[i] / s->L->n_expert);
+    for (int64_t i = (int64_t)from; n >= 0 && i < s->n_log; i++)
+        if (miss[i]) *bytes += expert_layout_bytes(s->L, s->log[i] / s->L->n_expert), ++*loads;
     free(miss);
-    if (n < 0) return -1;
-    *loads = (uint64_t)n;
-    return 0;
+    return n < 0 ? -1 : 0;
 }

@@ -72,6 +72,7 @@ typedef struct {
     uint64_t prefetch_promoted;  /* guesses the router confirmed while still queued: read as demand */
     uint64_t prefetch_skipped;   /* guesses not worth a read (rank precision, or the cache had no room worth it) */
     uint64_t retries;          /* expert loads read again from another copy after a failure */
+    uint64_t accesses;         /* experts asked for so far (the optimum's log position) */
     int slots;                 /* cache capacity in experts */
     cache_policy policy;
     uint64_t slot_bytes;
@@ -99,5 +100,9 @@ void expert_store_stats(const expert_provider *p, store_stats *out);
  * prefetch (each expert's bytes as the layout has them, without the 4 KiB
  * alignment).  Compare with bytes_needed + prefetch_bytes. */
 int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err);
+/* The same, counting only accesses from log position FROM on (an earlier
+ * store_stats.accesses): the optimum for a window, with the same history. */
+int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t *bytes, uint64_t *loads,
+                               sl_err *err);
 
 #endif
