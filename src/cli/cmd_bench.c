@@ -7,13 +7,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
+#include "cli/throttle.h"
 #include "decode/rng.h"
 #include "decode/sampler.h"
 #include "decode/stats.h"
 #include "experts/probe.h"
+#include "experts/timeline_svg.h"
 #include "tok/tokenizer.h"
 #include "util/clock.h"
 
@@ -31,6 +34,9 @@ typedef struct {
     engine_opts eo;       /* --mem, --io, ...: streaming benchmark */
     bool no_probe;
     bool cold;            /* streaming tg: no warm-up text */
+    double throttle;      /* --throttle: bytes/s ceiling for expert reads (0: none) */
+    const char *throttle_how; /* how it was applied, for the report */
+    const char *timeline; /* --timeline FILE.svg */
 } bench_args;
 
 /* Streaming figures of one test (warm-up included, except for the text
@@ -63,7 +69,14 @@ static void usage(FILE *f)
                "      --json           print one JSON object (medians pp_tps / tg_tps and the settings)\n"
                "      --json-out FILE  print the table and write the JSON object to FILE\n"
                "      --no-probe       streaming: skip the raw disk bandwidth probe\n"
-               "      --cold           streaming: start the text decode from an empty cache\n\n"
+               "      --cold           streaming: start the text decode from an empty cache\n"
+               "      --throttle RATE  streaming: cap reads at RATE bytes/s (e.g. 1G, 500M: decimal)\n"
+               "                       through a blkio cgroup on the model's disk when root, else\n"
+               "                       the store's simulated drive; the report adds the ceiling\n"
+               "                       RATE / bytes per token\n"
+               "      --timeline F.svg streaming: draw the last repetition's decode, token by token and\n"
+               "                       layer by layer (reads issued / landed, demand vs prefetch, expert\n"
+               "                       compute, waits): whether the disk or the CPU set the pace\n\n"
                "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
                "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
                "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"
@@ -92,6 +105,20 @@ static int parse_threads(const char *s, bench_args *a)
     return a->n_threads ? 0 : cli_fail("-t: no thread count given");
 }
 
+/* "1G", "500M", "1.5e9", "600MB/s": decimal bytes per second. */
+static int parse_rate(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = *end == 'K' || *end == 'k' ? 1e3 : *end == 'M' ? 1e6 : *end == 'G' || *end == 'g' ? 1e9 : 1;
+    if (mul > 1) end++;
+    if (*end == 'B') end++;
+    if (!strcmp(end, "/s")) end += 2;
+    if (end == s || *end || !(v > 0)) return cli_fail("--throttle: expected a rate like 1G or 500M, got '%s'", s);
+    *out = v * mul;
+    return 0;
+}
+
 /* 0 ok, 1 help shown, -1 bad arguments (reported). */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -100,7 +127,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"n-gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
         {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
         {"json-out", required_argument, 0, 'o'}, {"no-probe", no_argument, 0, 'P'},
-        {"cold", no_argument, 0, 'C'},
+        {"cold", no_argument, 0, 'C'}, {"throttle", required_argument, 0, 'T'},
+        {"timeline", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
@@ -118,6 +146,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 'o': a->json_out = optarg; break;
         case 'P': a->no_probe = true; break;
         case 'C': a->cold = true; break;
+        case 'T': bad = parse_rate(optarg, &a->throttle); break;
+        case 'L': a->timeline = optarg; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
         default:
@@ -144,6 +174,7 @@ typedef struct {
     int32_t *toks; /* max(p, n) pseudo-random ids */
     float *logits;
     const bench_args *a;
+    double tl_from, tl_to; /* the last text decode's timed steps */
     sl_err err;
 } bench_ctx;
 
@@ -224,6 +255,7 @@ static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_sta
         rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
     }
     double dt = sl_now() - t0;
+    if (x) b->tl_from = t0, b->tl_to = t0 + dt;
     if (y && b->eng->store) expert_store_stats(b->eng->store, y);
     session_free(s);
     free(ids);
@@ -449,6 +481,16 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
         printf("tg%ld: greedy continuations of %ld real texts (one per repetition, none seen before), only the decode "
                "steps counted; cache %s\n",
                a->n, a->reps, a->cold ? "empty before the first (--cold)" : "warmed on another text first");
+    if (a->throttle > 0)
+        for (int i = 0; i < a->n_threads && a->n; i++) {
+            const stream_figs *f = &rows[i].stg;
+            double ceil = f->bytes_per_token > 0 ? a->throttle / f->bytes_per_token : 0;
+            double tps = median(rows[i].tg, a->reps);
+            printf("t=%d tg, throttled to %.2f GB/s (%s): ceiling %.2f tok/s = rate / bytes per token, measured "
+                   "%.2f (%.0f%% of it); bytes / optimum's %.2fx\n",
+                   rows[i].threads, a->throttle / 1e9, a->throttle_how, ceil, tps, ceil > 0 ? 100 * tps / ceil : 0,
+                   f->optimum_bytes_per_token > 0 ? f->bytes_per_token / f->optimum_bytes_per_token : 0);
+        }
     if (!pr->gbps) return;
     printf("\nraw disk: %.2f GB/s (O_DIRECT random %s reads, depth %d, %.1f s%s)\n", pr->gbps,
            cli_fmt_bytes(pr->read_size, b1, 32), pr->depth, pr->seconds, pr->direct ? "" : ", NOT direct");
@@ -478,9 +520,11 @@ static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench
         json_array_append_new(per, json_pack("{s:i,s:o,s:o}", "threads", rows[i].threads, "pp", figs_json(&rows[i].spp),
                                              "tg", figs_json(&rows[i].stg)));
     double bound = rows[0].stg.bytes_per_token > 0 ? pr->gbps * 1e9 / rows[0].stg.bytes_per_token : 0;
-    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:o}", "io", store_io_name(e->io), "mem", (json_int_t)e->plan.total,
-                     "experts_cached", (json_int_t)e->plan.slots, "experts", (json_int_t)e->plan.experts,
-                     "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "per_threads", per);
+    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:b,s:o}", "io", store_io_name(e->io), "mem",
+                     (json_int_t)e->plan.total, "experts_cached", (json_int_t)e->plan.slots, "experts",
+                     (json_int_t)e->plan.experts, "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "throttle_bps",
+                     a->throttle, "throttle_how", a->throttle_how ? a->throttle_how : "none", "cold", a->cold,
+                     "per_threads", per);
 }
 
 /* ---- command ---- */
@@ -549,8 +593,26 @@ int cmd_bench(int argc, char **argv)
     /* plan the budget for exactly the sessions the tests create */
     cli_model_opts mo = {.model_path = a.model, .model_only = true, .eo = a.eo, .n_ctx = (int32_t)nt,
                          .threads = max_threads};
+    mo.eo.timeline = a.timeline != NULL;
+    bool blkio = a.throttle > 0 && geteuid() == 0 && access("/sys/fs/cgroup/blkio", W_OK) == 0;
+    if (a.throttle > 0 && !blkio) mo.eo.throttle_bps = a.throttle, a.throttle_how = "the store's simulated drive";
     if (cli_model_open(&cm, &mo)) return 1;
     cli_print_engine(&cm.eng, !a.json);
+    blkio_throttle bt = {0};
+    char why[400] = "", how[200];
+    if (blkio) {
+        const gguf_file *g = model_gguf(cm.model);
+        const char *paths[16];
+        int np = 0;
+        for (uint32_t f = 0; f < g->n_parts && np < 16; f++) paths[np++] = g->parts[f].path;
+        if (a.eo.pack) paths[np++] = a.eo.pack; /* the manifest's disk; drives on others need bench/multidrive.sh */
+        if (blkio_throttle_start(&bt, paths, np, (uint64_t)a.throttle, why, sizeof why) || !bt.active) {
+            cli_model_close(&cm);
+            return cli_fail("--throttle: %s", why), 1;
+        }
+        snprintf(how, sizeof how, "blkio cgroup on %s", bt.devices);
+        a.throttle_how = how;
+    }
     bench_ctx b = {.model = cm.model, .eng = &cm.eng, .a = &a};
     bench_row rows[MAX_THREAD_SETS] = {{0}};
     /* A virtual or shared disk's speed drifts: probe on both sides of the
@@ -571,6 +633,19 @@ int cmd_bench(int argc, char **argv)
         rows[i].tg = calloc((size_t)a.reps, sizeof(double));
         rc = !rows[i].pp || !rows[i].tg ? cli_fail("out of memory") : bench_threads(&b, a.threads[i], &rows[i]);
     }
+    if (!rc && a.timeline) {
+        size_t n_ev = 0;
+        const store_event *ev = cm.eng.store ? expert_store_timeline(cm.eng.store, &n_ev) : NULL;
+        char title[300], b1[32];
+        snprintf(title, sizeof title, "%s: tg%ld, --mem %s (%lld of %lld experts cached)%s%s, %d threads, policy %s",
+                 base_name(cm.path), a.n, cli_fmt_bytes(cm.eng.plan.total, b1, 32), (long long)cm.eng.plan.slots,
+                 (long long)cm.eng.plan.experts, a.throttle > 0 ? ", throttled" : "", a.cold ? ", cold cache" : "",
+                 a.threads[a.n_threads - 1],
+                 cache_policy_name(a.eo.policy_set ? a.eo.policy : store_config_default(0).policy));
+        sl_err e;
+        if (!ev || !a.n) rc = cli_fail("--timeline: needs a streaming tg test (--mem and -n > 0)");
+        else if (timeline_svg_write(a.timeline, ev, n_ev, b.tl_from, b.tl_to, title, 24, &e)) rc = cli_fail("%s", e.msg);
+    }
     probe_result probe = {0};
     if (!rc && cm.eng.store && !a.no_probe) rc = probe_disk(&cm, &probe);
     double after = probe.gbps;
@@ -580,6 +655,7 @@ int cmd_bench(int argc, char **argv)
         printf("(raw disk probed before and after the tests: %.2f and %.2f GB/s; the higher is the reference)\n",
                before.gbps, after);
     if (!rc && a.json_out) rc = write_json(&a, &cm, rows, &probe);
+    blkio_throttle_stop(&bt);
     for (int i = 0; i < a.n_threads; i++) free(rows[i].pp), free(rows[i].tg);
     free(b.toks);
     free(b.logits);

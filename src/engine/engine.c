@@ -208,6 +208,8 @@ static int start_streaming(sl_engine *e, sl_err *err)
     store_config cfg = store_config_default(e->plan.cache);
     cfg.io = e->io;
     if (e->opts.policy_set) cfg.policy = e->opts.policy;
+    cfg.throttle_bps = e->opts.throttle_bps;
+    cfg.timeline = e->opts.timeline;
     cfg.pin_bytes = e->plan.pin;
     cfg.source = src;
     cfg.fault = e->opts.fault;

@@ -40,6 +40,8 @@ typedef struct {
     cache_policy policy;      /* expert cache eviction (used when policy_set) */
     bool policy_set;
     const char *trace_out;    /* write the routing trace here (engine_write_trace) */
+    double throttle_bps;      /* > 0: the store's simulated drive rate per file (bench --throttle) */
+    bool timeline;            /* the store records a timeline (bench --timeline) */
     /* test hook, passed to the store */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;

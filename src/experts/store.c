@@ -32,6 +32,7 @@ typedef struct {
     int32_t attempts;   /* re-plans after failures (sources with copies) */
     bool prefetched;    /* loaded on a hint and not used by a demand yet */
     int32_t queued;     /* settle_prefetches: its chunks not yet at the device */
+    int32_t ev;         /* timeline: its read's event, or -1 */
     uint8_t verdict;    /* settle_prefetches: IO_KEEP / IO_PROMOTE / IO_DROP */
 } slot_state;
 
@@ -48,6 +49,7 @@ static uint64_t tag_off(uint64_t t) { return (t >> 32) * 4096; }
 typedef struct {
     int32_t slot;
     uint8_t state;
+    int32_t ev;         /* timeline: its compute event, or -1 */
 } req_state;
 
 typedef struct {
@@ -81,6 +83,9 @@ typedef struct {
     int32_t *touched;           /* [n_expert] scratch: slots being settled */
     int n_touched, settle_layer;
     double busy_frac, tok_t, tok_busy; /* disk busy share, EMA per token */
+    store_event *tl;            /* timeline (cfg.timeline) */
+    size_t n_tl, cap_tl;
+    int32_t layer_ev;
     /* every begin()'s keys in order, for the offline optimum */
     int32_t *log;
     int64_t n_log, cap_log;
@@ -109,6 +114,35 @@ store_config store_config_default(uint64_t cache_bytes)
 }
 
 uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
+
+/* ---- timeline ---- */
+
+/* Starts an event; returns its index, or -1 when not recording (or out of
+ * memory: the picture is then cut short, never the run). */
+static int32_t tl_start(store *s, tl_kind kind, int layer, int expert, double t0)
+{
+    if (!s->cfg.timeline) return -1;
+    if (s->n_tl == s->cap_tl) {
+        size_t cap = s->cap_tl ? s->cap_tl * 2 : 4096;
+        store_event *e = cap < INT32_MAX ? realloc(s->tl, cap * sizeof *e) : NULL;
+        if (!e) return -1;
+        s->tl = e, s->cap_tl = cap;
+    }
+    s->tl[s->n_tl] = (store_event){.t0 = t0, .t1 = t0, .layer = layer, .expert = expert, .kind = (uint8_t)kind};
+    return (int32_t)s->n_tl++;
+}
+
+static void tl_end(store *s, int32_t ev, double t1)
+{
+    if (ev >= 0) s->tl[ev].t1 = t1;
+}
+
+const store_event *expert_store_timeline(const expert_provider *p, size_t *n)
+{
+    const store *s = (const store *)p;
+    *n = s->n_tl;
+    return s->tl;
+}
 
 /* ---- views ---- */
 
@@ -148,7 +182,8 @@ static int submit_expert(store *s, int slot, int layer, int expert, uint8_t prio
 {
     slot_state *ss = &s->slot[slot];
     if (ss->prefetched) s->st.prefetch_wasted_bytes += expert_layout_bytes(s->L, ss->layer);
-    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = prio != 0};
+    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = prio != 0,
+                       .ev = tl_start(s, prio ? TL_READ_PREFETCH : TL_READ_DEMAND, layer, expert, sl_now())};
     if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
     for (int i = 0; i < s->plan.n; i++) s->plan.req[i].prio = prio;
     if (prio) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
@@ -246,6 +281,7 @@ static void complete(store *s, uint64_t tag, int64_t res, double t1)
     if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
     if (--ss->chunks_left > 0) return;
+    tl_end(s, ss->ev, t1);
     cache_unpin(s->cache, slot); /* the loading pin */
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
     if (!ss->failed && s->src->ops->check &&
@@ -342,6 +378,7 @@ static void settle_prefetches(store *s, int layer, const int32_t *ids, int n)
         s->st.prefetch_bytes -= expert_layout_bytes(s->L, layer), s->st.prefetch_issued--;
         ss->chunks_left = 0;
         ss->prefetched = false;
+        if (ss->ev >= 0) tl_end(s, ss->ev, sl_now()), s->tl[ss->ev].dropped = 1;
         cache_unpin(s->cache, slot); /* the loading pin */
         if (!cache_pinned(s->cache, slot)) cache_drop(s->cache, slot);
     }
@@ -398,6 +435,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     s->last_layer = s->layer = layer;
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
     s->st.layers++;
+    s->layer_ev = tl_start(s, TL_LAYER, layer, -1, sl_now());
     if (s->cfg.record) heat_recorder_use(s->cfg.record, layer, ids, n);
     if (s->cache) {
         cache_begin_layer(s->cache, layer, ids, n);
@@ -446,13 +484,16 @@ static int st_next(expert_provider *p, expert_view *v, sl_err *err)
             }
             continue;
         }
+        double w0 = sl_now();
         if (reap_one(s, err)) return -2;
+        tl_end(s, tl_start(s, TL_WAIT, s->layer, -1, w0), sl_now());
     }
     int i = s->ready[s->ready_head];
     s->ready_head = (s->ready_head + 1) % s->n;
     s->n_ready--;
     s->n_done++;
     s->req[i].state = REQ_GIVEN;
+    s->req[i].ev = tl_start(s, TL_COMPUTE, s->layer, s->ids[i], sl_now());
     if (s->cfg.io == STORE_IO_MMAP) {
         map_view(s, s->layer, s->ids[i], v);
         return i;
@@ -475,6 +516,7 @@ static void st_release(expert_provider *p, int i)
     store *s = (store *)p;
     if (i < 0 || i >= s->n || s->req[i].state != REQ_GIVEN) return;
     s->req[i].state = REQ_RELEASED;
+    tl_end(s, s->req[i].ev, sl_now());
     if (s->cfg.io == STORE_IO_MMAP) return;
     s->slot[s->req[i].slot].req = -1;
     cache_unpin(s->cache, s->req[i].slot);
@@ -486,6 +528,11 @@ static void st_end(expert_provider *p, int layer)
 {
     store *s = (store *)p;
     (void)layer;
+    double now = sl_now();
+    tl_end(s, s->layer_ev, now);
+    s->layer_ev = -1;
+    for (int i = 0; i < s->n; i++)
+        if (s->req[i].state == REQ_GIVEN) tl_end(s, s->req[i].ev, now);
     if (s->cfg.io == STORE_IO_MMAP) return;
     for (int i = 0; i < s->n; i++) {
         req_state *r = &s->req[i];
@@ -547,6 +594,7 @@ static void st_destroy(expert_provider *p)
         if (s->maps[f] && s->maps[f] != MAP_FAILED) munmap(s->maps[f], s->L->g->parts[f].size);
     if (s->mem) munmap(s->mem, s->mem_bytes);
     cache_free(s->cache);
+    free(s->tl);
     free(s->log), free(s->hint_ids), free(s->hint_n), free(s->rank_prec), free(s->mark), free(s->touched);
     free(s->map_fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
     free(s);
@@ -650,10 +698,19 @@ static int apply_heat(store *s, sl_err *err)
 static int make_io(store *s, sl_err *err)
 {
     int rc;
+    io_throttle all = {0};
+    if (!s->cfg.throttle && s->cfg.throttle_bps > 0) {
+        if (s->src->n_files > IO_THROTTLE_MAX)
+            return sl_errf(err, "throttle: at most %d files, the source has %d", IO_THROTTLE_MAX, s->src->n_files);
+        for (int f = 0; f < s->src->n_files; f++)
+            all.fds[all.n] = s->src->ops->file_fd(s->src, (uint32_t)f), all.rates[all.n++] = s->cfg.throttle_bps;
+        s->cfg.throttle = &all;
+    }
     if (s->cfg.throttle) rc = io_pread_throttled_create(&s->io, 64, s->cfg.throttle, err);
     else if (s->cfg.io == STORE_IO_URING) rc = io_uring_create(&s->io, s->cfg.queue_depth, err);
     else rc = io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
     if (!rc && s->cfg.prefetch_depth > 0) s->io->ops->set_prefetch_depth(s->io, s->cfg.prefetch_depth);
+    if (s->cfg.throttle == &all) s->cfg.throttle = NULL; /* copied by the backend */
     return rc;
 }
 
@@ -667,6 +724,7 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     s->cfg = *cfg;
     s->cfg.chunk_bytes = align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
     s->last_layer = L->n_layers;
+    s->layer_ev = -1;
     size_t ne = (size_t)L->n_expert;
     s->ids = calloc(ne, sizeof *s->ids);
     s->req = calloc(ne, sizeof *s->req);
@@ -731,3 +789,5 @@ int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t
     free(miss);
     return n < 0 ? -1 : 0;
 }
+
+const struct expert_source *expert_store_source(const expert_provider *p) { return ((const store *)p)->src; }

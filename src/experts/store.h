@@ -12,6 +12,7 @@
 #ifndef SLUICE_STORE_H
 #define SLUICE_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "experts/cache.h"
@@ -46,9 +47,13 @@ typedef struct {
      * with source->ops->slot_bytes.  The store owns it from
      * expert_store_create on, even when creation fails. */
     struct expert_source *source;
-    /* Test and benchmark hook: simulated drive speeds (a pread backend
-     * that holds reads back, io.h). */
+    /* Simulated drive speeds (a pread backend that holds reads back,
+     * io.h), for tests and for `bench --throttle` where no blkio cgroup
+     * can be used.  throttle_bps, if > 0 and throttle is NULL: every file
+     * of the source delivers at most that many bytes/s. */
     const io_throttle *throttle;
+    double throttle_bps;
+    bool timeline;         /* record events for expert_store_timeline (bench --timeline) */
 } store_config;
 
 typedef struct {
@@ -93,6 +98,24 @@ uint64_t store_slot_bytes(const expert_layout *L);
 int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err);
 /* Only valid on a provider made by expert_store_create. */
 void expert_store_stats(const expert_provider *p, store_stats *out);
+
+/* What happened when (store_config.timeline): reads from submission to
+ * landing (demand or prefetch; a dropped guess ends when dropped), each
+ * expert's compute (handed out by next() until released), the time next()
+ * waited for a read, and each layer from begin() to end().  Times are
+ * sl_now() seconds. */
+typedef enum { TL_READ_DEMAND, TL_READ_PREFETCH, TL_COMPUTE, TL_WAIT, TL_LAYER } tl_kind;
+typedef struct {
+    double t0, t1;
+    int32_t layer, expert;
+    uint8_t kind;    /* tl_kind */
+    uint8_t dropped; /* a guess dropped before it was read */
+} store_event;
+const store_event *expert_store_timeline(const expert_provider *p, size_t *n);
+
+/* The store's expert source (e.g. a pack, for source_pack_stats); NULL in
+ * mmap mode. */
+const struct expert_source *expert_store_source(const expert_provider *p);
 
 /* The offline optimum for this run so far: the expert loads and bytes
  * Belady's MIN (belady.h) would have needed for the same sequence of
