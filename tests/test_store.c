@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/store.h"
 #include "experts/trace.h"
@@ -270,6 +271,51 @@ static void trace_policies(void)
     t_end();
 }
 
+/* The I/O queue: a prefetch read waits while a demand read is at the
+ * device, a promoted one goes before older prefetches, a dropped one never
+ * completes.  Two readers on a simulated 16 KB/s drive, so each 4 KiB read
+ * takes 0.25 s and the queue is rearranged while the first is in flight. */
+static int keep_promote_drop(void *ctx, const io_req *r)
+{
+    (void)ctx;
+    return r->tag == 2 ? IO_PROMOTE : r->tag == 3 ? IO_DROP : IO_KEEP;
+}
+
+static void io_queue_rules(void)
+{
+    t_begin("io: prefetch only into idle time; promoted before older guesses; dropped never read");
+    sl_err err;
+    int fd = open("models/tinymoe-q8_0.gguf", O_RDONLY);
+    static uint8_t buf[4][4096];
+    io_throttle th = {.n = 1, .fds = {fd}, .rates = {16384}};
+    io_backend *b;
+    if (fd < 0 || io_pread_throttled_create(&b, 2, &th, &err)) {
+        T_CHECK(0, "setup: %s", fd < 0 ? "open" : err.msg);
+        if (fd >= 0) close(fd);
+        t_end();
+        return;
+    }
+    b->ops->set_prefetch_depth(b, 1);
+    io_req r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = (io_req){.fd = fd, .off = (uint64_t)i * 4096, .len = 4096, .prio = i ? 1 : 0, .dst = buf[i], .tag = (uint64_t)i};
+    T_CHECK(b->ops->submit(b, r, 4, &err) == 0, "%s", err.msg);
+    b->ops->requeue(b, keep_promote_drop, NULL);
+    uint64_t order[4];
+    int n = 0;
+    while (b->ops->pending(b) > 0 && n < 4) {
+        int64_t res;
+        if (b->ops->wait(b, &order[n], &res, &err)) break;
+        T_CHECK(res == 4096, "read %llu returned %lld", (unsigned long long)order[n], (long long)res);
+        n++;
+    }
+    T_CHECK(n == 3 && order[0] == 0 && order[1] == 2 && order[2] == 1, "completion order %llu %llu %llu (%d reads)",
+            (unsigned long long)order[0], (unsigned long long)order[1], (unsigned long long)order[2], n);
+    b->ops->destroy(b);
+    close(fd);
+    t_end();
+}
+
 int main(void)
 {
     run_passes("store: uring, roomy cache, decode-sized batches", STORE_IO_URING, 64, 4, 20);
@@ -287,5 +333,6 @@ int main(void)
     truncated_file();
     too_small();
     trace_policies();
+    io_queue_rules();
     return t_done();
 }

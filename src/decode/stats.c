@@ -31,6 +31,7 @@ static const stat_field FIELDS[] = {
     S(prefetch_reads, STAT_U64, "prefetch reads", ""),
     S(prefetch_used, STAT_U64, "prefetch reads used", ""),
     S(prefetch_wasted_bytes, STAT_U64, "prefetch bytes wasted", "bytes"),
+    S(prefetch_cancelled, STAT_U64, "prefetch reads cancelled", ""),
     S(expert_bytes_loaded, STAT_U64, "expert bytes loaded", "bytes"),
     S(optimum_bytes, STAT_U64, "offline optimum bytes", "bytes"),
     S(optimum_ratio, STAT_F64, "loaded / optimum", "x"),

@@ -16,6 +16,7 @@
 #include "chat/chat.h"
 #include "decode/generate.h"
 #include "engine/api_int.h"
+#include "experts/pack.h"
 #include "engine/engine.h"
 #include "util/clock.h"
 
@@ -454,6 +455,7 @@ static void stream_figures(const sl_engine *e, gen_stats *st)
     st->prefetch_reads = ss.prefetch_reads;
     st->prefetch_used = ss.prefetch_used;
     st->prefetch_wasted_bytes = ss.prefetch_wasted_bytes;
+    st->prefetch_cancelled = ss.prefetch_cancelled;
     st->expert_bytes_loaded = ss.bytes_loaded;
     st->optimum_bytes = ss.optimum_bytes;
     st->optimum_ratio = ss.optimum_bytes ? (double)ss.bytes_loaded / (double)ss.optimum_bytes : 0;
@@ -658,6 +660,38 @@ static void prefetch_json(const sluice *s, json_t *obj)
     json_object_set_new(obj, "prefetch", o);
 }
 
+/* Per-drive figures of a multi-drive pack (docs/PACK.md): bytes, requests,
+ * busy share of the evaluation time, measured rate, replicated share. */
+static void drives_json(const sluice *s, json_t *obj)
+{
+    if (!s->eng.store || !s->eng.opts.pack) return;
+    const expert_source *src = expert_store_source(s->eng.store);
+    if (!src) return;
+    pack_source_stats ps;
+    source_pack_stats(src, &ps);
+    double t = s->last.prompt_s + s->last.decode_s;
+    uint64_t total = 0;
+    for (int d = 0; d < ps.n_drives; d++) total += ps.bytes[d];
+    json_t *arr = json_array();
+    for (int d = 0; d < ps.n_drives; d++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "drive", json_integer(d));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)ps.bytes[d]));
+        json_object_set_new(o, "requests", json_integer((json_int_t)ps.reads[d]));
+        json_object_set_new(o, "share", json_real(total ? (double)ps.bytes[d] / (double)total : 0));
+        json_object_set_new(o, "busy_s", json_real(ps.busy_s[d]));
+        json_object_set_new(o, "busy_fraction", json_real(t > 0 ? ps.busy_s[d] / t : 0));
+        json_object_set_new(o, "measured_rate", json_real(ps.rate[d]));
+        json_object_set_new(o, "rate_while_busy", json_real(ps.busy_s[d] > 0 ? (double)ps.bytes[d] / ps.busy_s[d] : 0));
+        json_object_set_new(o, "flexible_bytes", json_integer((json_int_t)ps.flexible_bytes[d]));
+        json_object_set_new(o, "flexible_share",
+                            json_real(ps.bytes[d] ? (double)ps.flexible_bytes[d] / (double)ps.bytes[d] : 0));
+        json_object_set_new(o, "missing", json_boolean(ps.missing[d]));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(obj, "drives", arr);
+}
+
 char *sluice_stats_json(const sluice *s)
 {
     json_t *o = json_object();
@@ -666,6 +700,7 @@ char *sluice_stats_json(const sluice *s)
     json_object_set_new(o, "seed", json_integer(s->last_seed));
     json_object_set_new(o, "io", json_string(s->eng.streaming ? store_io_name(s->eng.io) : "ram"));
     prefetch_json(s, o);
+    drives_json(s, o);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;

@@ -208,6 +208,8 @@ static int start_streaming(sl_engine *e, sl_err *err)
     store_config cfg = store_config_default(e->plan.cache);
     cfg.io = e->io;
     if (e->opts.policy_set) cfg.policy = e->opts.policy;
+    cfg.throttle_bps = e->opts.throttle_bps;
+    cfg.timeline = e->opts.timeline;
     cfg.pin_bytes = e->plan.pin;
     cfg.source = src;
     cfg.fault = e->opts.fault;
@@ -374,6 +376,7 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     out->prefetch_wasted_bytes = st.prefetch_wasted_bytes;
     out->demand_misses = st.misses;
     out->prefetch_reads = st.prefetch_issued;
+    out->prefetch_cancelled = st.prefetch_cancelled;
     out->bytes_loaded = st.bytes_needed + st.prefetch_bytes;
     out->read_busy_s = st.read_busy_s;
     out->policy = mmap_mode ? "page cache" : cache_policy_name(st.policy);

@@ -40,6 +40,8 @@ typedef struct {
     cache_policy policy;      /* expert cache eviction (used when policy_set) */
     bool policy_set;
     const char *trace_out;    /* write the routing trace here (engine_write_trace) */
+    double throttle_bps;      /* > 0: the store's simulated drive rate per file (bench --throttle) */
+    bool timeline;            /* the store records a timeline (bench --timeline) */
     /* test hook, passed to the store */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
@@ -56,7 +58,7 @@ typedef struct {
     double read_gbps;          /* expert bytes read / time spent reading */
     double prefill_read_amplification; /* prefill bytes read / bytes of distinct experts it used */
     uint64_t prefetch_used, prefetch_wasted_bytes;
-    uint64_t demand_misses, prefetch_reads;
+    uint64_t demand_misses, prefetch_reads, prefetch_cancelled;
     uint64_t bytes_loaded;     /* experts read, demand + prefetch (no alignment) */
     uint64_t optimum_bytes, optimum_loads; /* Belady's MIN on the same accesses (0: not known) */
     double read_busy_s;        /* time with a read in flight */
