@@ -300,7 +300,7 @@ static void io_queue_rules(void)
     for (int i = 0; i < 4; i++)
         r[i] = (io_req){.fd = fd, .off = (uint64_t)i * 4096, .len = 4096, .prio = i ? 1 : 0, .dst = buf[i], .tag = (uint64_t)i};
     T_CHECK(b->ops->submit(b, r, 4, &err) == 0, "%s", err.msg);
-    b->ops->requeue(b, keep_promote_drop, NULL);
+    b->ops->requeue(b, NULL, keep_promote_drop, NULL);
     uint64_t order[4];
     int n = 0;
     while (b->ops->pending(b) > 0 && n < 4) {

@@ -48,10 +48,12 @@ typedef struct {
 static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
 
 /* Applies DECIDE to every queued prefetch request, keeping their order. */
-static void queue_requeue(queue *q, int (*decide)(void *ctx, const io_req *r), void *ctx)
+static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
 {
     fifo *f = &q->cls[1];
     int n = f->n, kept = 0;
+    for (int i = 0; count && i < n; i++) count(ctx, &f->q[(f->head + i) % f->cap]);
     for (int i = 0; i < n; i++) {
         io_req r = f->q[(f->head + i) % f->cap];
         int d = decide(ctx, &r);
@@ -166,10 +168,11 @@ static int uring_pending(const io_backend *b)
     return u->inflight + queue_len(&u->waiting);
 }
 
-static void uring_requeue(io_backend *b, int (*decide)(void *ctx, const io_req *r), void *ctx)
+static void uring_requeue(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
 {
     uring_io *u = (uring_io *)b;
-    queue_requeue(&u->waiting, decide, ctx);
+    queue_requeue(&u->waiting, count, decide, ctx);
     sl_err ignored; /* a failed submit shows again at the next wait */
     uring_fill(u, &ignored);
 }
@@ -363,11 +366,12 @@ static int pread_pending(const io_backend *b)
     return n;
 }
 
-static void pread_requeue(io_backend *b, int (*decide)(void *ctx, const io_req *r), void *ctx)
+static void pread_requeue(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
 {
     pread_io *p = (pread_io *)b;
-    pthread_mutex_lock(&p->mu);
-    queue_requeue(&p->waiting, decide, ctx);
+    pthread_mutex_lock(&p->mu); /* both passes under one lock: no reader takes a request in between */
+    queue_requeue(&p->waiting, count, decide, ctx);
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
 }

@@ -47,10 +47,13 @@ typedef struct {
     int (*poll)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
     /* Requests queued or in flight. */
     int (*pending)(const io_backend *b);
-    /* Visits every queued prefetch request not yet given to the device;
-     * DECIDE returns IO_KEEP, IO_PROMOTE (moves it to the demand queue) or
-     * IO_DROP (it will never be read or completed). */
-    void (*requeue)(io_backend *b, int (*decide)(void *ctx, const io_req *r), void *ctx);
+    /* Visits every queued prefetch request not yet given to the device,
+     * first with COUNT (may be NULL), then with DECIDE, which returns
+     * IO_KEEP, IO_PROMOTE (moves it to the demand queue) or IO_DROP (it will
+     * never be read or completed).  No request reaches the device between
+     * the two passes, so what COUNT saw as queued still is. */
+    void (*requeue)(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                    int (*decide)(void *ctx, const io_req *r), void *ctx);
     /* Most prefetch reads at the device at once (>= 1). */
     void (*set_prefetch_depth)(io_backend *b, int depth);
     void (*destroy)(io_backend *b);

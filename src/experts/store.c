@@ -329,23 +329,27 @@ static int admit_waiting(store *s, sl_err *err)
 
 enum { PF_RANKS = 8 };
 
-/* Phase 1 of settling LAYER's prefetches: counts each one's chunks still
- * queued (not yet at the device). */
-static int count_queued(void *ctx, const io_req *r)
+/* Settling LAYER's prefetches, pass 1: each one's chunks still queued
+ * (not yet at the device). */
+static void count_queued(void *ctx, const io_req *r)
 {
     store *s = ctx;
     int slot = tag_slot(r->tag);
     slot_state *ss = &s->slot[slot];
-    if (ss->layer != s->settle_layer || !ss->prefetched) return IO_KEEP;
-    if (!ss->queued++) s->touched[s->n_touched++] = slot;
-    return IO_KEEP;
+    if (ss->layer != s->settle_layer || !ss->prefetched) return;
+    if (!ss->queued++) s->touched[s->n_touched++] = slot, ss->verdict = 0xff;
 }
 
+/* Pass 2 (no chunk has reached the device since pass 1): promoted if the
+ * router chose it, dropped if not and no chunk of it is at the device. */
 static int apply_verdict(void *ctx, const io_req *r)
 {
     store *s = ctx;
     slot_state *ss = &s->slot[tag_slot(r->tag)];
-    return ss->layer == s->settle_layer && ss->prefetched && ss->queued ? ss->verdict : IO_KEEP;
+    if (ss->layer != s->settle_layer || !ss->prefetched || !ss->queued) return IO_KEEP;
+    if (ss->verdict == 0xff)
+        ss->verdict = s->mark[ss->expert] ? IO_PROMOTE : ss->queued == ss->chunks_left ? IO_DROP : IO_KEEP;
+    return ss->verdict;
 }
 
 /* LAYER's router chose IDS: its prefetches still queued are promoted to
@@ -362,12 +366,7 @@ static void settle_prefetches(store *s, int layer, const int32_t *ids, int n)
         for (int r = 0; r < nh && r < PF_RANKS; r++) prec[r] += (s->mark[h[r]] - prec[r]) / 16.0f;
     s->hint_n[layer] = 0;
     s->settle_layer = layer, s->n_touched = 0;
-    s->io->ops->requeue(s->io, count_queued, s);
-    for (int i = 0; i < s->n_touched; i++) {
-        slot_state *ss = &s->slot[s->touched[i]];
-        ss->verdict = s->mark[ss->expert] ? IO_PROMOTE : ss->queued == ss->chunks_left ? IO_DROP : IO_KEEP;
-    }
-    if (s->n_touched) s->io->ops->requeue(s->io, apply_verdict, s);
+    s->io->ops->requeue(s->io, count_queued, apply_verdict, s);
     for (int i = 0; i < s->n_touched; i++) {
         int slot = s->touched[i];
         slot_state *ss = &s->slot[slot];

@@ -80,4 +80,37 @@ if ! "$BIN" run -m "$MODEL" -n 1 -p hi --mem "$MEM" --cache-policy opt >/dev/nul
 else
     notok "$name" "$(cat "$T/e1" "$T/e2" "$T/e3" | head -c 400)"
 fi
+name="bench --mem --throttle --timeline: a real-text decode, its ceiling, and a picture of it"
+if "$BIN" bench -m "$MODEL" --mem "$MEM" -p 0 -n 8 -r 1 -t 1 --no-probe --throttle 200M --cold \
+    --timeline "$T/tl.svg" --json-out "$T/bench.json" >"$T/bench.txt" 2>"$T/bench.err" &&
+    msg=$(py '
+import xml.etree.ElementTree as ET
+txt = open(sys.argv[1]).read()
+assert "greedy continuations of 1 real texts" in txt and "empty before the first (--cold)" in txt, txt[-400:]
+assert "throttled to 0.20 GB/s" in txt and "ceiling" in txt, txt[-400:]
+j = json.load(open(sys.argv[2]))["streaming"]
+tg = j["per_threads"][0]["tg"]
+assert j["throttle_bps"] == 2e8 and j["cold"] is True
+assert tg["optimum_bytes_per_token"] > 0 and 0 <= tg["prefetch_waste_share"] < 1 and 0 < tg["disk_busy_share"] <= 1.01, tg
+svg = ET.parse(sys.argv[3]).getroot()
+texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+assert "token 1" in texts and "token 8" in texts and "set the pace" in texts, texts[:300]
+assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) > 50
+' "$T/bench.txt" "$T/bench.json" "$T/tl.svg" 2>&1); then ok "$name"; else notok "$name" "${msg:-$(head -c 300 "$T/bench.err")}"; fi
+
+name="run --pack (2 drives) --stats-json: per-drive bytes, requests, busy share, rate, replicated share"
+mkdir -p "$T/d1" "$T/d2"
+if "$BIN" pack "$MODEL" --drive "$T/d1" --drive "$T/d2" --replicate-hot 0.25 -o "$T/tiny.pack" >/dev/null 2>"$T/pack.err" &&
+    "$BIN" run -m "$MODEL" --pack "$T/tiny.pack" --mem "$MEM" --no-heat --temp 0 -n 16 -p "$P" \
+        --stats-json "$T/pack.stats" >/dev/null 2>"$T/pack.err" &&
+    msg=$(py '
+s = json.load(open(sys.argv[1])); s = s.get("stats", s); d = s["drives"]
+assert len(d) == 2, d
+for x in d:
+    for k in ("bytes", "requests", "busy_fraction", "measured_rate", "flexible_bytes", "flexible_share"):
+        assert k in x, k
+    assert x["bytes"] > 0 and x["requests"] > 0 and 0 <= x["flexible_share"] <= 1, x
+assert sum(x["flexible_bytes"] for x in d) > 0, "no replicated bytes read"
+' "$T/pack.stats" 2>&1); then ok "$name"; else notok "$name" "${msg:-$(head -c 300 "$T/pack.err")}"; fi
+
 [ "$fails" -eq 0 ]
