@@ -178,15 +178,23 @@ static int submit_plan(store *s, int slot, sl_err *err)
 
 /* Queues the source's reads that fill SLOT with expert (l, e); PRIO 1 for
  * prefetches.  A slot whose prefetched expert was never used is waste. */
-static int submit_expert(store *s, int slot, int layer, int expert, uint8_t prio, sl_err *err)
+enum { READ_DEMAND, READ_GUESS, READ_SURE_GUESS };
+
+/* KIND: READ_DEMAND, READ_GUESS (prefetch priority: idle time only), or
+ * READ_SURE_GUESS: a prefill batch's hint for the next layer, nearly all of
+ * which that layer will use, read at demand priority so it queues right
+ * behind this layer's demand reads, in the order the next layer will
+ * consume them, at full depth. */
+static int submit_expert(store *s, int slot, int layer, int expert, uint8_t kind, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
+    uint8_t prio = kind == READ_GUESS;
     if (ss->prefetched) s->st.prefetch_wasted_bytes += expert_layout_bytes(s->L, ss->layer);
-    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = prio != 0,
-                       .ev = tl_start(s, prio ? TL_READ_PREFETCH : TL_READ_DEMAND, layer, expert, sl_now())};
+    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = kind != READ_DEMAND,
+                       .ev = tl_start(s, kind ? TL_READ_PREFETCH : TL_READ_DEMAND, layer, expert, sl_now())};
     if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
     for (int i = 0; i < s->plan.n; i++) s->plan.req[i].prio = prio;
-    if (prio) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
+    if (kind) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
     else s->st.bytes_needed += expert_layout_bytes(s->L, layer);
     return submit_plan(s, slot, err);
 }
@@ -320,7 +328,7 @@ static int admit_waiting(store *s, sl_err *err)
         s->st.misses++;
         s->req[i] = (req_state){.slot = slot, .state = REQ_LOADING};
         s->slot[slot].req = i;
-        if (submit_expert(s, slot, s->layer, s->ids[i], 0, err)) return -1;
+        if (submit_expert(s, slot, s->layer, s->ids[i], READ_DEMAND, err)) return -1;
     }
     return 0;
 }
@@ -572,7 +580,7 @@ static void st_hint(expert_provider *p, int layer, const int32_t *ids, int n)
         }
         s->slot[slot].req = -1;
         sl_err ignored;
-        int rc = submit_expert(s, slot, layer, h[i], 1, &ignored);
+        int rc = submit_expert(s, slot, layer, h[i], nh > s->L->n_used ? READ_SURE_GUESS : READ_GUESS, &ignored);
         cache_unpin(s->cache, slot); /* the admit pin; the loading pin stays */
         if (rc) { /* cannot even queue the read: give the slot back */
             s->slot[slot].prefetched = false;
@@ -660,7 +668,7 @@ static int load_pinned(store *s, sl_err *err)
         int l = keys[i] / s->L->n_expert, e = keys[i] % s->L->n_expert;
         if (!expert_layout_bytes(s->L, l)) continue; /* no routed experts there */
         int64_t evicted;
-        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, 0, err);
+        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, READ_DEMAND, err);
         keys[k++] = keys[i];
     }
     while (!rc && s->io->ops->pending(s->io) > 0) rc = reap_one(s, err);
