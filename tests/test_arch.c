@@ -80,6 +80,12 @@ static const fixture fixtures[] = {
      * (another activation quantization): steps 0-7 agree to 2.97e-7, greedy
      * step 11 flips at a golden gap of 3.5e-3 R */
     {"llama-kmix-KMIX", false, 1e-6, TIGHT, 0, 5e-3},
+    /* imix: codebook products equal ggml's vec_dot bit for bit, but
+     * llama.cpp's single-token attention order flips a Q8_K rounding that
+     * 1-2 bit weights amplify: its own step-18 logits of prompt 0 differ
+     * from its batched logits of the same 25 tokens by 8.4e-3 R (sluice
+     * matches the batch to 1.8e-7) */
+    {"llama-imix-IMIX", false, 1e-6, TIGHT, 0, 1e-2}, /* steps 0-7: 1.84e-7 / 0 of 24; near-ties 3.5e-3 R */
 };
 
 /* Measured worst deviations of one fixture (the '#' line). */
