@@ -86,7 +86,34 @@ static const fixture fixtures[] = {
      * from its batched logits of the same 25 tokens by 8.4e-3 R (sluice
      * matches the batch to 1.8e-7) */
     {"llama-imix-IMIX", false, 1e-6, TIGHT, 0, 1e-2}, /* steps 0-7: 1.84e-7 / 0 of 24; near-ties 3.5e-3 R */
+    {"kimi-linear-kda-F32", false, 1e-6, TIGHT, 0, 2e-6},   /* 4.47e-7 / 0 of 24 (prompt 1.88e-7) */
+    {"kimi-linear-kda-F16", false, 1e-6, 1e-3, 9, 2e-3},    /* 3.12e-4 / 6 of 24; greedy split below */
+    {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 3.93e-7 / 0 (prompt 3.22e-7) */
+    /* qwen35moe F16: prompt 1's logits at 6.07e-5 R (the others ~5e-8) */
+    {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
 };
+
+/* Greedy steps where llama.cpp disagrees with itself: the continuation may
+ * leave the golden there (and nowhere else).
+ * kimi-linear-kda-F16 prompt 2 step 23: llama.cpp's answer depends on how
+ * it splits the sequence into batches (goldtool with the prompt plus
+ * greedy[0..8] as one batch, then decoding: 609; plus greedy[0..9]: 971,
+ * the golden; the whole teacher-forced sequence as one batch: 609, logits
+ * 1.31132 / 1.25181 for the top two, which sluice gives to 1e-5): a router
+ * near-tie upstream (top-2 selection gap 1.1e-4 at step 10) under F16
+ * activations, decided differently by its single-token and batched
+ * products, and the recurrent state carries the difference on. */
+static const struct {
+    const char *name;
+    int prompt, step;
+} splits[] = {{"kimi-linear-kda-F16", 2, 23}};
+
+static bool is_split(const char *name, int prompt, long step)
+{
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++)
+        if (!strcmp(splits[i].name, name) && splits[i].prompt == prompt && splits[i].step == step) return true;
+    return false;
+}
 
 /* Measured worst deviations of one fixture (the '#' line). */
 typedef struct {
@@ -226,7 +253,8 @@ static double row_dev(const float *lg, const float *gold, int nv)
 
 /* The 32 greedy steps, fed with the golden ids (teacher forcing keeps the
  * top-k steps comparable).  LG holds the last prompt position's logits. */
-static void run_steps(sl_session *s, const fixture *fx, const char *what, json_t *p, float *lg, int nv, measured *ms)
+static void run_steps(sl_session *s, const fixture *fx, int pi, const char *what, json_t *p, float *lg, int nv,
+                      measured *ms)
 {
     json_t *greedy = jarr(what, p, "greedy", -1);
     long ng = greedy ? (long)json_array_size(greedy) : 1;
@@ -257,7 +285,11 @@ static void run_steps(sl_session *s, const fixture *fx, const char *what, json_t
         if (!diverged && argmax(lg, nv) != g) {
             diverged = true;
             double tie = (st == 0 ? 2 * fx->tol : fx->tol_tie) * R;
-            T_CHECK(gap <= tie, "%s: greedy step %ld: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
+            bool split = is_split(fx->name, pi, st);
+            if (split)
+                printf("# %s: greedy leaves the golden at step %ld, where llama.cpp's batched and single-token "
+                       "paths disagree (see splits[])\n", what, st);
+            T_CHECK(split || gap <= tie, "%s: greedy step %ld: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
                     argmax(lg, nv), g, gap, tie);
             if (gap <= tie) {
                 printf("# %s: greedy diverges at step %ld at a golden near-tie (top-2 gap %.3g <= %.3g)\n", what,
@@ -292,7 +324,7 @@ static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const 
         double d = row_dev(lg, gold, nv);
         ms->prompt = fmax(ms->prompt, d);
         T_CHECK(d <= fx->tol, "%s: max|d|/R %.3g > %.3g", what, d, fx->tol);
-        run_steps(s, fx, what, p, lg, nv, ms);
+        run_steps(s, fx, pi, what, p, lg, nv, ms);
     } else {
         T_CHECK(0, "%s: %s", what, err.msg);
     }
