@@ -1,6 +1,7 @@
 #include "experts/timeline_svg.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,15 @@ int timeline_svg_write(const char *path, const store_event *ev, size_t n, double
     span *reads = malloc((n ? n : 1) * sizeof *reads);
     if (!row || !reads) return free(row), free(reads), sl_errf(err, "timeline: out of memory");
     int rows = 0;
-    for (size_t i = 0; i < n && rows < max_rows; i++)
-        if (ev[i].kind == TL_LAYER && ev[i].layer == low && ev[i].t0 >= t_from && ev[i].t0 < t_to) row[rows++] = ev[i].t0;
+    bool more = false; /* a token after the last row drawn: it ends that row */
+    for (size_t i = 0; i < n && !more; i++)
+        if (ev[i].kind == TL_LAYER && ev[i].layer == low && ev[i].t0 >= t_from && ev[i].t0 < t_to) {
+            if (rows == max_rows) more = true;
+            row[rows] = ev[i].t0;
+            rows += !more;
+        }
     if (!rows) return free(row), free(reads), sl_errf(err, "%s: no decode steps recorded in the window", path);
-    row[rows] = t_to;
-    for (size_t i = 0; i < n; i++) /* the last row ends with its last event */
-        if (ev[i].t0 >= row[rows - 1] && ev[i].t0 < t_to && ev[i].t1 > row[rows]) row[rows] = ev[i].t1;
-    if (row[rows] > t_to) row[rows] = t_to;
+    if (!more) row[rows] = t_to;
     double longest = 0;
     for (int r = 0; r < rows; r++)
         if (row[r + 1] - row[r] > longest) longest = row[r + 1] - row[r];
@@ -124,7 +127,7 @@ int timeline_svg_write(const char *path, const store_event *ev, size_t n, double
     }
     double bs = time_all > 0 ? busy_all / time_all : 0, cs = time_all > 0 ? comp_all / time_all : 0;
     double ws = time_all > 0 ? wait_all / time_all : 0;
-    fprintf(f, "<text x=\"10\" y=\"36\">over %d tokens: disk busy %.0f%%, experts computing %.0f%%, compute waiting "
+    fprintf(f, "<text x=\"10\" y=\"36\">over the first %d tokens: disk busy %.0f%%, experts computing %.0f%%, compute waiting "
                "on reads %.0f%% of the time: %s</text>\n",
             rows, 100 * bs, 100 * cs, 100 * ws,
             ws > 0.3 || bs > 0.9 ? "the disk set the pace" : "the CPU set the pace (the disk had slack)");
