@@ -433,9 +433,8 @@ static void test_act_q8(void)
 static void test_unsupported(void)
 {
     t_begin("unsupported types: kernels_supports false, act_prepare names the type");
-    static const uint32_t bad[] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ1_S,
-                                   GGML_TYPE_IQ3_S,   GGML_TYPE_IQ2_S,  GGML_TYPE_IQ1_M,   GGML_TYPE_TQ1_0,
-                                   GGML_TYPE_TQ2_0,   GGML_TYPE_Q8_K,   77};
+    static const uint32_t bad[] = {GGML_TYPE_Q8_K, GGML_TYPE_Q8_1, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0,
+                                   GGML_TYPE_Q2_0, GGML_TYPE_I8,   77};
     float x[256] = {0};
     sl_act a = {0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -445,8 +444,8 @@ static void test_unsupported(void)
         T_CHECK(strstr(err.msg, "unsupported") && strstr(err.msg, ggml_type_name(bad[i])), "message: %s", err.msg);
     }
     sl_err err = {{0}};
-    T_CHECK(act_prepare(&a, GGML_TYPE_IQ2_XXS, x, 256, 1, 256, NULL, &err) == -1 && strstr(err.msg, "iq2_xxs"),
-            "iq2_xxs message: %s", err.msg);
+    T_CHECK(act_prepare(&a, GGML_TYPE_NVFP4, x, 256, 1, 256, NULL, &err) == -1 && strstr(err.msg, "nvfp4"),
+            "nvfp4 message: %s", err.msg);
     T_CHECK(act_prepare(&a, GGML_TYPE_Q4_K, x, 100, 1, 100, NULL, &err) == -1 && strstr(err.msg, "multiple of 256"),
             "bad length message: %s", err.msg);
     act_free(&a);

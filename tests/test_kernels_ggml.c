@@ -5,7 +5,10 @@
  *    fp32->fp16/bf16) byte for byte;
  *  - mat_get_row must equal ggml's to_float (dequantize_row_*) bit for bit,
  *    on blocks made by ggml's own quantisers;
- *  - matmul must agree with ggml's vec_dot up to float summation order. */
+ *  - matmul must agree with ggml's vec_dot up to float summation order, and
+ *    equal it bit for bit for the codebook / ternary types (IQ1-IQ3, TQ),
+ *    whose float order sluice reproduces (docs/KERNELS.md), on ggml-made and
+ *    on random blocks, on every ISA path. */
 #include <dlfcn.h>
 #include <math.h>
 
@@ -118,13 +121,37 @@ static void test_act_exact(void)
 static const uint32_t QT[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
                               GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
                               GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS, GGML_TYPE_F16, GGML_TYPE_BF16,
-                              GGML_TYPE_F32};
+                              GGML_TYPE_F32, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS,
+                              GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0};
+
+static bool exact_order(uint32_t t)
+{
+    return t == GGML_TYPE_IQ1_S || t == GGML_TYPE_IQ1_M || t == GGML_TYPE_IQ2_XXS || t == GGML_TYPE_IQ2_XS ||
+           t == GGML_TYPE_IQ2_S || t == GGML_TYPE_IQ3_XXS || t == GGML_TYPE_IQ3_S || t == GGML_TYPE_TQ1_0 ||
+           t == GGML_TYPE_TQ2_0;
+}
+
+/* Every row of W times X on every ISA path equals ggml's vec_dot bit for bit. */
+static void check_exact(const sl_mat *m, const sl_act *a, const char *what)
+{
+    float y[24], s;
+    for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+        matmul_rows(m, a, y, (size_t)m->ne1, 0, m->ne1, (sl_isa)isa);
+        for (int64_t r = 0; r < m->ne1; r++) {
+            G.cpu((int)m->type)->vec_dot((int)m->ne0, &s, 0, (const uint8_t *)m->data + r * m->row_bytes, 0, a->data, 0, 1);
+            if (memcmp(&s, &y[r], 4) != 0) {
+                T_CHECK(0, "%s, isa %d, row %lld: %.9g vs ggml vec_dot %.9g", what, isa, (long long)r, y[r], s);
+                return;
+            }
+        }
+    }
+}
 
 static void test_weights(void)
 {
     const int64_t n = 2048, rows = 24;
     float *src = malloc(sizeof(float) * n * rows), *out = malloc(sizeof(float) * n), *ref = malloc(sizeof(float) * n);
-    float *xin = malloc(sizeof(float) * n);
+    float *xin = malloc(sizeof(float) * n), *imat = malloc(sizeof(float) * n);
     for (size_t k = 0; k < sizeof QT / sizeof QT[0]; k++) {
         uint32_t t = QT[k];
         char name[96];
@@ -133,7 +160,8 @@ static void test_weights(void)
         size_t rb = ggml_row_bytes(t, (uint64_t)n);
         uint8_t *w = malloc(rb * rows);
         for (int64_t i = 0; i < n * rows; i++) src[i] = rndf() * 0.05f * (float)(1 + (i / n) % 4);
-        G.quantize_chunk((int)t, src, w, 0, rows, n, NULL);
+        for (int64_t i = 0; i < n; i++) imat[i] = 0.5f + (float)(rnd() % 1000) * 1e-3f;
+        G.quantize_chunk((int)t, src, w, 0, rows, n, imat);
         sl_mat m = {t, n, rows, rb, w, SL_ORDER_SGEMM};
         for (int64_t r = 0; r < rows; r++) {
             mat_get_row(&m, r, out);
@@ -163,6 +191,21 @@ static void test_weights(void)
             double tol = t == GGML_TYPE_F16 ? 2e-3 * mag : 2e-6 * mag;
             T_CHECK(fabs(s - y[r]) <= tol + 1e-30, "row %lld: %.9g vs ggml %.9g", (long long)r, y[r], s);
         }
+        if (exact_order(t)) {
+            for (int v = 0; v < 6; v++) {
+                make_inputs(xin, n, v);
+                act_prepare(&a, t, xin, n, 1, (size_t)n, NULL, &err);
+                check_exact(&m, &a, "ggml-quantised blocks");
+            }
+            for (size_t i = 0; i < rb * rows; i++) w[i] = (uint8_t)rnd(); /* any bits, sane fp16 scales */
+            for (int64_t b = 0; b < n / 256 * rows; b++) {
+                size_t bs = rb / (size_t)(n / 256), at = t == GGML_TYPE_IQ1_M ? 0 : t == GGML_TYPE_TQ1_0 ? 52
+                                                         : t == GGML_TYPE_TQ2_0 ? 64 : 0;
+                uint16_t h = (uint16_t)(0x2000 + rnd() % 0x3000 + (rnd() & 1 ? 0x8000 : 0));
+                if (t != GGML_TYPE_IQ1_M) memcpy(w + (size_t)b * bs + at, &h, 2);
+            }
+            check_exact(&m, &a, "random blocks");
+        }
         if (t == GGML_TYPE_BF16) { /* the vec_dot order is ggml's vec_dot_bf16, bit for bit */
             m.order = SL_ORDER_VEC_DOT;
             matmul(&m, &a, y, rows, NULL);
@@ -176,7 +219,7 @@ static void test_weights(void)
         free(w);
         t_end();
     }
-    free(src), free(out), free(ref), free(xin);
+    free(src), free(out), free(ref), free(xin), free(imat);
 }
 
 int main(void)

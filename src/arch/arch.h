@@ -13,8 +13,6 @@
 #include "experts/layout.h"
 #include "experts/provider.h"
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_DEEPSEEK2 } arch_id;
-
 /* Router gating, numbered as llama.cpp's llama_expert_gating_func_type. */
 typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
 
@@ -36,6 +34,12 @@ typedef struct {
 
     /* MLA (deepseek2) */
     int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+
+    /* YaRN magnitude, as the architecture reads it (llama_hparams'
+     * rope_yarn_log_mul; 0: none), and llama_context's special case for
+     * deepseek2: mscale taken equal to mscale_all_dim when that is not 1. */
+    float rope_yarn_log_mul;
+    bool yarn_mscale_is_all;
 
     float kq_scale; /* attention scale applied to q.k */
 } hparams;
@@ -72,13 +76,43 @@ struct sl_session;
 typedef struct sl_session sl_session;
 typedef struct batch batch;
 
+/* What one layer keeps per sequence: the session allocates it, the --mem
+ * planner counts it, attention reads it.  Attention layers cache K and V
+ * rows per position (all earlier positions, or a sliding window of them);
+ * recurrent layers (Kimi Delta Attention, the gated delta net) keep no rows
+ * but one fixed-size state that each token updates. */
+typedef enum { LAYER_ATTN = 0, LAYER_RECURRENT = 1 } layer_kind;
+
 typedef struct {
-    const char *name;
-    arch_id id;
-    /* Reads the arch-specific keys (the common ones are read by model.c). */
+    layer_kind kind;
+    /* LAYER_ATTN: elements cached per position; v_row == 0 means the
+     * values are the first head_v elements of each key row (MLA's latent) */
+    int32_t k_row, v_row;
+    /* one head's key and value width as the attention kernel sees them */
+    int32_t head_k, head_v;
+    /* > 0: a query at position i sees keys i-window+1 .. i only, and the
+     * layer keeps a ring of about window + n_batch rows instead of n_ctx */
+    int32_t window;
+    /* LAYER_RECURRENT: bytes of state per sequence (conv window + matrix) */
+    uint64_t state_bytes;
+} layer_cache;
+
+typedef struct {
+    const char *name; /* general.architecture */
+    /* Reads the arch-specific keys (the common ones are read by model.c)
+     * and checks the geometry (check_gqa for standard attention). */
     int (*load_hparams)(sl_model *m, sl_err *err);
+    /* Optional: runs after RoPE / YaRN are resolved (scales derived from
+     * them, e.g. deepseek2's kq_scale). */
+    int (*finish_hparams)(sl_model *m, sl_err *err);
     /* Binds and loads every tensor, checking presence, type and shape. */
     int (*load_tensors)(sl_model *m, sl_err *err);
+    /* Optional: what layer IL keeps (NULL: standard GQA, every layer
+     * caching n_head_kv x (key_length + value_length) per position). */
+    void (*cache)(const sl_model *m, int il, layer_cache *out);
+    /* Optional: scratch bytes the architecture's own blocks take beyond the
+     * shared ones (session_scratch_bytes), for passes of N_BATCH tokens. */
+    uint64_t (*scratch_bytes)(const sl_model *m, int32_t n_ctx, int32_t n_batch);
     /* Runs layer IL over the batch: reads and updates the residual stream. */
     int (*layer)(sl_session *s, int il, const batch *b, sl_err *err);
 } arch_ops;
@@ -105,6 +139,9 @@ struct sl_model {
     bool dry; /* model_opts.dry_run: shapes and sizes only, no weights */
 };
 
+/* What layer IL keeps (ops->cache, or the GQA default). */
+void arch_layer_cache(const sl_model *m, int il, layer_cache *out);
+
 /* ---- key reading (model.c) ---- */
 
 /* "<arch>.<suffix>" into buf. */
@@ -116,6 +153,11 @@ int key_f32(const sl_model *m, const char *suffix, float *out, bool required, sl
 int key_bool(const sl_model *m, const char *suffix, bool *out, bool required, sl_err *err);
 /* Key that may be a scalar or a per-layer array; arrays must be uniform. */
 int key_u32_or_arr(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
+
+/* The checks llama.cpp's graphs assert for standard (GQA) attention, as
+ * errors: head_count_kv divides head_count, key_length == value_length,
+ * and n_rot == key_length (FULL_ROTARY) or even and <= key_length. */
+int check_gqa(const sl_model *m, bool full_rotary, sl_err *err);
 
 /* ---- tensor binding (model.c) ---- */
 

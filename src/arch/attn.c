@@ -68,15 +68,17 @@ void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
     else attn_softmax(a, q, n, out, tmp);
 }
 
-size_t attn_tmp_floats(const sl_session *s)
+size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx)
 {
-    const hparams *hp = &s->m->hp;
-    size_t dk = (size_t)hp->n_embd_head_k, dv = (size_t)hp->n_embd_head_v;
-    if (s->m->ops->id == ARCH_DEEPSEEK2) {
-        dk = (size_t)hp->n_lora_kv + (size_t)hp->n_rot;
-        dv = (size_t)hp->n_lora_kv;
+    size_t dk = 0, dv = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        layer_cache c;
+        arch_layer_cache(m, il, &c);
+        if (c.kind != LAYER_ATTN) continue;
+        if ((size_t)c.head_k > dk) dk = (size_t)c.head_k;
+        if ((size_t)c.head_v > dv) dv = (size_t)c.head_v;
     }
-    size_t n16 = ((size_t)s->n_ctx + 15) & ~(size_t)15;
+    size_t n16 = ((size_t)n_ctx + 15) & ~(size_t)15;
     /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
      * accumulator in f16, then scores and the two expf factors */
     size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
@@ -114,8 +116,8 @@ static void gqa_task(void *ctx, int task, int thread)
     size_t elt = s->kv_elt;
     attn_src a = {
         .mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
-        .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->k_row,
-        .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->v_row,
+        .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->c.k_row,
+        .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->c.v_row,
         .scale = j->scale,
     };
     float *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
@@ -194,8 +196,8 @@ int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *ou
     const kv_layer *kv = &s->kv[il];
     for (int t = 0; t < T; t++) {
         size_t p = (size_t)(b->pos0 + t);
-        kv_store(s, (char *)kv->k + p * kv->k_row * s->kv_elt, k + (size_t)t * Hkv * dk, Hkv * dk);
-        kv_store(s, (char *)kv->v + p * kv->v_row * s->kv_elt, v + (size_t)t * Hkv * dv, Hkv * dv);
+        kv_store(s, (char *)kv->k + p * kv->c.k_row * s->kv_elt, k + (size_t)t * Hkv * dk, Hkv * dk);
+        kv_store(s, (char *)kv->v + p * kv->c.v_row * s->kv_elt, v + (size_t)t * Hkv * dv, Hkv * dv);
     }
     gqa_job j = {.s = s, .kv = kv, .q = q, .att = att, .H = H, .Hkv = Hkv, .dk = dk, .dv = dv,
                  .pos0 = b->pos0, .scale = hp->kq_scale};

@@ -30,8 +30,8 @@ typedef struct {
 /* out[dv] = attention of q[dk] over positions 0..n-1.  tmp: attn_tmp_floats. */
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp);
 
-/* Per-thread scratch the kernel needs for this session's shapes. */
-size_t attn_tmp_floats(const sl_session *s);
+/* Per-thread scratch the kernel needs for model M's layers with n_ctx context. */
+size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx);
 
 /* Stores one row of n floats into the cache in the session's precision. */
 void kv_store(const sl_session *s, void *dst, const float *src, int n);

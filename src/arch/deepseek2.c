@@ -2,6 +2,7 @@
  * decoupled RoPE dims, YaRN), leading dense layers, then MoE layers with a
  * shared expert, sigmoid or softmax gating, selection bias exp_probs_b,
  * group-limited top-k, renormalisation and routed scaling. */
+#include <math.h>
 #include <stdio.h>
 
 #include "arch/arch.h"
@@ -58,7 +59,34 @@ static int ds2_hparams(sl_model *m, sl_err *err)
     if (hp->n_layer_dense_lead < hp->n_layer && hp->n_expert == 0)
         return sl_errf(err, "%s: MoE layers need '%s'", m->g->path, arch_key(m, "expert_count", key, sizeof key));
     hp->rope.mode = ROPE_MODE_NORM;
+    hp->yarn_mscale_is_all = true;
+    if (gguf_find(m->g, arch_key(m, "rope.scaling.yarn_log_multiplier", key, sizeof key))) {
+        if (key_f32(m, "rope.scaling.yarn_log_multiplier", &hp->rope_yarn_log_mul, false, err)) return -1;
+        hp->rope_yarn_log_mul /= 0.1f; /* the converter stores 0.1 * mscale_all_dim */
+    }
     return 0;
+}
+
+/* kq_scale pre-scaled so that YaRN's magnitude correction cancels (llama.cpp's deepseek2 graph). */
+static int ds2_finish_hparams(sl_model *m, sl_err *err)
+{
+    (void)err;
+    hparams *hp = &m->hp;
+    const rope_params *rp = &hp->rope;
+    float attn_factor_org = rp->attn_factor * (1.0f + 0.1f * logf(1.0f / rp->freq_scale));
+    float mscale = attn_factor_org * (1.0f + 0.1f * hp->rope_yarn_log_mul * logf(1.0f / rp->freq_scale));
+    hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)hp->n_embd_head_k_mla);
+    return 0;
+}
+
+/* MLA caches one latent row per position: [c (kv_lora_rank) | k_pe (n_rot)],
+ * read as one KV head whose values are c. */
+static void ds2_cache(const sl_model *m, int il, layer_cache *out)
+{
+    (void)il;
+    const hparams *hp = &m->hp;
+    *out = (layer_cache){.kind = LAYER_ATTN, .k_row = hp->n_lora_kv + hp->n_rot, .v_row = 0,
+                         .head_k = hp->n_lora_kv + hp->n_rot, .head_v = hp->n_lora_kv};
 }
 
 static int ds2_attn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
@@ -148,6 +176,6 @@ static int ds2_layer(sl_session *s, int il, const batch *b, sl_err *err)
 }
 
 const arch_ops arch_deepseek2 = {
-    .name = "deepseek2", .id = ARCH_DEEPSEEK2,
-    .load_hparams = ds2_hparams, .load_tensors = ds2_tensors, .layer = ds2_layer,
+    .name = "deepseek2", .load_hparams = ds2_hparams, .finish_hparams = ds2_finish_hparams,
+    .load_tensors = ds2_tensors, .cache = ds2_cache, .layer = ds2_layer,
 };

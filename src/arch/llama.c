@@ -13,7 +13,7 @@ static int llama_hparams(sl_model *m, sl_err *err)
     hp->expert_weights_norm = true;
     /* expert width: for llama MoE feed_forward_length is the expert FFN */
     hp->n_ff_exp = hp->n_ff;
-    return 0;
+    return check_gqa(m, true, err);
 }
 
 /* Q, K, V: fused attn_qkv or separate projections, each with optional bias. */
@@ -78,6 +78,6 @@ static int llama_tensors(sl_model *m, sl_err *err)
 }
 
 const arch_ops arch_llama = {
-    .name = "llama", .id = ARCH_LLAMA,
+    .name = "llama",
     .load_hparams = llama_hparams, .load_tensors = llama_tensors, .layer = decoder_layer,
 };

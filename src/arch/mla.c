@@ -65,8 +65,8 @@ static void mla_task(void *ctx, int task, int thread)
     const sl_session *s = j->s;
     int t = task / j->H;
     attn_src a = {.mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
-                  .k = j->kv->k, .k_stride = (size_t)j->kv->k_row,
-                  .v = j->kv->k, .v_stride = (size_t)j->kv->k_row, .scale = j->scale};
+                  .k = j->kv->k, .k_stride = (size_t)j->kv->c.k_row,
+                  .v = j->kv->k, .v_stride = (size_t)j->kv->c.k_row, .scale = j->scale};
     attn_one(&a, j->q + (size_t)task * j->dk, j->pos0 + t + 1, j->att + (size_t)task * j->dv,
              s->thr_tmp + (size_t)thread * s->thr_tmp_n);
 }
@@ -133,7 +133,7 @@ int mla_block(sl_session *s, int il, const batch *b, const float *xn, float *out
         rope_apply(&hp->rope, rc, row + kvl);
         op_rms_norm(c, row, L->kv_a_norm, kvl, hp->rms_eps);
         memcpy(row, c, sizeof(float) * (size_t)kvl);
-        kv_store(s, (char *)kv->k + (size_t)(b->pos0 + t) * kv->k_row * s->kv_elt, row, dk);
+        kv_store(s, (char *)kv->k + (size_t)(b->pos0 + t) * kv->c.k_row * s->kv_elt, row, dk);
     }
     /* absorbed query: q_nope of head h through k_b[h] into the latent space */
     if (head_matmul(s, &L->wk_b, H, T, q, (size_t)dkm, qf, (size_t)H * dk, (size_t)dk, err)) return -1;

@@ -307,8 +307,9 @@ static float yarn_get_mscale(float scale, float mscale)
 
 /* What llama_context derives from the training rope parameters (no user
  * overrides): ext_factor, attn_factor and the YaRN betas. */
-static void resolve_rope(sl_model *m, int scaling, float rope_attn_factor, float yarn_log_mul)
+static void resolve_rope(sl_model *m, int scaling, float rope_attn_factor)
 {
+    const hparams *hp = &m->hp;
     rope_params *rp = &m->hp.rope;
     if (scaling == SCALING_NONE) rp->freq_scale = 1.0f;
     rp->ext_factor = scaling == SCALING_YARN ? 1.0f : 0.0f;
@@ -317,9 +318,9 @@ static void resolve_rope(sl_model *m, int scaling, float rope_attn_factor, float
     rp->beta_slow = 1.0f;
     if (rp->ext_factor != 0.0f) {
         float factor = 1.0f / rp->freq_scale;
-        if (yarn_log_mul != 0.0f) {
-            float mscale = 1.0f, mscale_all = yarn_log_mul;
-            if (m->ops->id == ARCH_DEEPSEEK2 && mscale_all != 1.0f) mscale = mscale_all;
+        if (hp->rope_yarn_log_mul != 0.0f) {
+            float mscale = 1.0f, mscale_all = hp->rope_yarn_log_mul;
+            if (hp->yarn_mscale_is_all && mscale_all != 1.0f) mscale = mscale_all;
             rp->attn_factor = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all);
         } else {
             rp->attn_factor = yarn_get_mscale(factor, 1.0f);
@@ -413,11 +414,9 @@ static int read_common(sl_model *m, int *scaling, float *rope_attn_factor, sl_er
     return 0;
 }
 
-/* Checks of what llama.cpp's graphs assert, turned into errors. */
-static int check_common(const sl_model *m, sl_err *err)
+int check_gqa(const sl_model *m, bool full_rotary, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    if (m->ops->id == ARCH_DEEPSEEK2) return 0; /* MLA has its own head geometry */
     if (check_range(m, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head, err)) return -1;
     if (hp->n_head % hp->n_head_kv)
         return sl_errf(err, "%s: head_count %d is not a multiple of head_count_kv %d", m->g->path, hp->n_head,
@@ -425,32 +424,33 @@ static int check_common(const sl_model *m, sl_err *err)
     if (hp->n_embd_head_k != hp->n_embd_head_v)
         return sl_errf(err, "%s: key_length %d != value_length %d is not supported for %s", m->g->path,
                        hp->n_embd_head_k, hp->n_embd_head_v, m->ops->name);
-    if (hp->n_rot != hp->n_embd_head_k)
-        return sl_errf(err, "%s: invalid n_rot: %d, expected %d", m->g->path, hp->n_rot, hp->n_embd_head_k);
+    if (full_rotary ? hp->n_rot != hp->n_embd_head_k : hp->n_rot > hp->n_embd_head_k)
+        return sl_errf(err, "%s: invalid n_rot: %d, expected %s%d", m->g->path, hp->n_rot, full_rotary ? "" : "<= ",
+                       hp->n_embd_head_k);
     return 0;
 }
 
 static int load_hparams(sl_model *m, sl_err *err)
 {
     int scaling;
-    float rope_attn_factor, yarn_log_mul = 0.0f;
+    float rope_attn_factor;
     if (read_common(m, &scaling, &rope_attn_factor, err)) return -1;
     m->hp.kq_scale = 1.0f / sqrtf((float)m->hp.n_embd_head_k);
     if (m->ops->load_hparams(m, err)) return -1;
-    if (m->ops->id == ARCH_DEEPSEEK2 && gguf_find(m->g, "deepseek2.rope.scaling.yarn_log_multiplier")) {
-        if (key_f32(m, "rope.scaling.yarn_log_multiplier", &yarn_log_mul, false, err)) return -1;
-        yarn_log_mul /= 0.1f; /* the converter stores 0.1 * mscale_all_dim */
-    }
     m->hp.rope.n_rot = m->hp.n_rot;
-    resolve_rope(m, scaling, rope_attn_factor, yarn_log_mul);
-    if (m->ops->id == ARCH_DEEPSEEK2) {
-        /* pre-scale kq_scale so YaRN's magnitude correction cancels (llama.cpp's deepseek2 graph) */
-        const rope_params *rp = &m->hp.rope;
-        float attn_factor_org = rp->attn_factor * (1.0f + 0.1f * logf(1.0f / rp->freq_scale));
-        float mscale = attn_factor_org * (1.0f + 0.1f * yarn_log_mul * logf(1.0f / rp->freq_scale));
-        m->hp.kq_scale = 1.0f * mscale * mscale / sqrtf((float)m->hp.n_embd_head_k_mla);
-    }
-    return check_common(m, err);
+    resolve_rope(m, scaling, rope_attn_factor);
+    return m->ops->finish_hparams ? m->ops->finish_hparams(m, err) : 0;
+}
+
+void arch_layer_cache(const sl_model *m, int il, layer_cache *out)
+{
+    const hparams *hp = &m->hp;
+    *out = (layer_cache){
+        .kind = LAYER_ATTN,
+        .k_row = hp->n_head_kv * hp->n_embd_head_k, .v_row = hp->n_head_kv * hp->n_embd_head_v,
+        .head_k = hp->n_embd_head_k, .head_v = hp->n_embd_head_v,
+    };
+    if (m->ops->cache) m->ops->cache(m, il, out);
 }
 
 /* --------------------------------------------------------------- load */
@@ -461,13 +461,16 @@ static int find_arch(sl_model *m, sl_err *err)
     int rc = gguf_get_str(m->g, "general.architecture", &s, err);
     if (rc < 0) return -1;
     if (rc == 0) return sl_errf(err, "%s: missing required key 'general.architecture'", m->g->path);
-    for (size_t i = 0; i < sizeof all_archs / sizeof *all_archs; i++)
+    char names[256] = "";
+    for (size_t i = 0, o = 0; i < sizeof all_archs / sizeof *all_archs; i++) {
         if (!strcmp(s->s, all_archs[i]->name)) {
             m->ops = all_archs[i];
             return 0;
         }
-    return sl_errf(err, "%s: unsupported architecture '%s' (supported: llama, qwen3, qwen3moe, deepseek2)",
-                   m->g->path, s->s);
+        int w = snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", all_archs[i]->name);
+        if (w > 0 && o + (size_t)w < sizeof names) o += (size_t)w;
+    }
+    return sl_errf(err, "%s: unsupported architecture '%s' (supported: %s)", m->g->path, s->s, names);
 }
 
 int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err)

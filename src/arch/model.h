@@ -95,8 +95,10 @@ typedef struct {
     int32_t n_rollback;
 } session_opts;
 
-/* Bytes of KV cache a session of n_ctx tokens allocates. */
-uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode);
+/* Bytes of KV cache a session of n_ctx tokens with OPTS (NULL: defaults)
+ * allocates: kv_mode sets the element size; n_batch and n_rollback size
+ * the rings of sliding-window layers. */
+uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, const session_opts *opts);
 /* Upper bound of the scratch a session allocates for passes of up to
  * n_batch tokens with n_ctx context and n_threads threads. */
 uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch, int n_threads);

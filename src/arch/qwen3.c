@@ -6,7 +6,8 @@
 static int qwen3_hparams(sl_model *m, sl_err *err)
 {
     m->hp.rope.mode = ROPE_MODE_NEOX;
-    return key_f32(m, "attention.layer_norm_rms_epsilon", &m->hp.rms_eps, true, err);
+    if (key_f32(m, "attention.layer_norm_rms_epsilon", &m->hp.rms_eps, true, err)) return -1;
+    return check_gqa(m, true, err);
 }
 
 /* Attention tensors shared with qwen3moe: q/k/v/o and the per-head norms. */
@@ -40,6 +41,6 @@ static int qwen3_tensors(sl_model *m, sl_err *err)
 }
 
 const arch_ops arch_qwen3 = {
-    .name = "qwen3", .id = ARCH_QWEN3,
+    .name = "qwen3",
     .load_hparams = qwen3_hparams, .load_tensors = qwen3_tensors, .layer = decoder_layer,
 };

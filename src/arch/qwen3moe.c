@@ -18,7 +18,7 @@ static int qwen3moe_hparams(sl_model *m, sl_err *err)
     hp->rope.mode = ROPE_MODE_NEOX;
     hp->gating = GATING_SOFTMAX;
     hp->expert_weights_norm = true;
-    return 0;
+    return check_gqa(m, true, err);
 }
 
 static int qwen3moe_tensors(sl_model *m, sl_err *err)
@@ -33,6 +33,6 @@ static int qwen3moe_tensors(sl_model *m, sl_err *err)
 }
 
 const arch_ops arch_qwen3moe = {
-    .name = "qwen3moe", .id = ARCH_QWEN3MOE,
+    .name = "qwen3moe",
     .load_hparams = qwen3moe_hparams, .load_tensors = qwen3moe_tensors, .layer = decoder_layer,
 };

@@ -32,10 +32,15 @@ enum { ACT_A, ACT_B, ACT_C, ACT_P, ACT_COUNT };
 
 typedef struct pilot pilot;
 
-/* KV cache of one layer: position p's row starts at element p * row. */
+/* What one layer keeps for the session (arch_layer_cache says what).
+ * Attention: position p's key row starts at element (p % rows) * k_row of
+ * k (rows == n_ctx unless the layer has a window, then a ring).
+ * Recurrent: state_bytes of state, zeroed at creation. */
 typedef struct {
-    void *k, *v; /* v == NULL for MLA: values are the first dv elements of k */
-    int32_t k_row, v_row;
+    layer_cache c;
+    int32_t rows;  /* KV rows held (0 for recurrent layers) */
+    void *k, *v;   /* v == NULL when c.v_row == 0: values are the first head_v elements of k */
+    void *state;
 } kv_layer;
 
 struct sl_session {

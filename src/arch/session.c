@@ -107,14 +107,35 @@ int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const floa
 
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, sl_kv_mode mode)
+/* KV rows layer C keeps in a session of n_ctx tokens: every position, or
+ * for a sliding window a ring big enough that a pass of n_batch tokens and
+ * a rewind of n_rollback positions never overwrite a key still in view. */
+static int32_t kv_rows(const layer_cache *c, int32_t n_ctx, int32_t n_batch, int32_t n_rollback)
+{
+    if (c->kind != LAYER_ATTN) return 0;
+    if (c->window <= 0) return n_ctx;
+    int64_t extra = n_batch > n_rollback ? n_batch : n_rollback;
+    int64_t rows = ((int64_t)c->window + extra + 15) & ~(int64_t)15; /* keeps p % rows in p's 16-lane */
+    return rows < n_ctx ? (int32_t)rows : n_ctx;
+}
+
+static int32_t batch_or_default(const session_opts *o)
+{
+    return o && o->n_batch > 0 ? o->n_batch : DEFAULT_BATCH;
+}
+
+uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, const session_opts *opts)
 {
     const hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
-    bool mla = m->ops->id == ARCH_DEEPSEEK2;
-    uint64_t row = mla ? (uint64_t)hp->n_lora_kv + hp->n_rot
-                       : (uint64_t)hp->n_head_kv * (hp->n_embd_head_k + hp->n_embd_head_v);
-    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * row * (mode == SL_KV_F32 ? 4 : 2);
+    uint64_t elt = opts && opts->kv_mode == SL_KV_F32 ? 4 : 2, bytes = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer_cache c;
+        arch_layer_cache(m, il, &c);
+        int32_t rows = kv_rows(&c, n_ctx, batch_or_default(opts), opts ? opts->n_rollback : 0);
+        bytes += (uint64_t)rows * (uint64_t)(c.k_row + c.v_row) * elt;
+    }
+    return bytes;
 }
 
 /* Width of the dense FFN if any layer has one: MoE files carry n_ff even
@@ -160,8 +181,9 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     bytes += (TK - T) * (widest_row(hp) * sizeof(float) + 64);             /* ACT_C of a K-row group */
     bytes += E * (sizeof(expert_view) + 1 + 3 * (sizeof(sl_mat) + sizeof(sl_matmul_job) + sizeof(sl_act))); /* R_VIEWS, R_JOBS */
     if (E) bytes += T * D * sizeof(float) + T * 64 + pilot_bytes(m);       /* ACT_P, the predictor's tables */
-    sl_session probe = {.m = (sl_model *)m, .n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train};
-    bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (attn_tmp_floats(&probe) * sizeof(float) + 64);
+    size_t tmp = attn_tmp_floats(m, n_ctx > 0 ? n_ctx : hp->n_ctx_train);
+    bytes += (uint64_t)(n_threads > 0 ? n_threads : 1) * (tmp * sizeof(float) + 64);
+    if (m->ops->scratch_bytes) bytes += m->ops->scratch_bytes(m, n_ctx > 0 ? n_ctx : hp->n_ctx_train, (int32_t)T);
     return bytes;
 }
 
@@ -175,25 +197,29 @@ uint64_t session_scratch_allocated(const sl_session *s)
 
 /* ------------------------------------------------------------ create */
 
-static int alloc_kv(sl_session *s, sl_err *err)
+static int alloc_kv(sl_session *s, const session_opts *opts, sl_err *err)
 {
     const sl_model *m = s->m;
-    const hparams *hp = &m->hp;
-    s->kv = calloc((size_t)hp->n_layer, sizeof *s->kv);
+    s->kv = calloc((size_t)m->hp.n_layer, sizeof *s->kv);
     if (!s->kv) return sl_errf(err, "out of memory for the KV cache");
-    bool mla = m->ops->id == ARCH_DEEPSEEK2;
-    int32_t k_row = mla ? hp->n_lora_kv + hp->n_rot : hp->n_head_kv * hp->n_embd_head_k;
-    int32_t v_row = mla ? 0 : hp->n_head_kv * hp->n_embd_head_v;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
         kv_layer *L = &s->kv[il];
-        L->k_row = k_row;
-        L->v_row = v_row;
+        arch_layer_cache(m, il, &L->c);
+        L->rows = kv_rows(&L->c, s->n_ctx, s->n_batch, opts ? opts->n_rollback : 0);
         /* calloc: zeroed pages are mapped lazily, so a large n_ctx costs
          * memory only as positions fill */
-        L->k = calloc((size_t)s->n_ctx, (size_t)k_row * s->kv_elt);
-        L->v = v_row ? calloc((size_t)s->n_ctx, (size_t)v_row * s->kv_elt) : NULL;
-        if (!L->k || (v_row && !L->v))
-            return sl_errf(err, "out of memory for a KV cache of %d tokens", s->n_ctx);
+        if (L->rows) {
+            L->k = calloc((size_t)L->rows, (size_t)L->c.k_row * s->kv_elt);
+            L->v = L->c.v_row ? calloc((size_t)L->rows, (size_t)L->c.v_row * s->kv_elt) : NULL;
+            if (!L->k || (L->c.v_row && !L->v))
+                return sl_errf(err, "out of memory for a KV cache of %d tokens", s->n_ctx);
+        }
+        if (L->c.state_bytes) {
+            L->state = calloc(1, (size_t)L->c.state_bytes);
+            if (!L->state)
+                return sl_errf(err, "out of memory for layer %d's recurrent state (%llu bytes)", il,
+                               (unsigned long long)L->c.state_bytes);
+        }
     }
     return 0;
 }
@@ -219,8 +245,8 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
     s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
-    if (alloc_kv(s, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
-    s->thr_tmp_n = attn_tmp_floats(s);
+    if (alloc_kv(s, opts, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
+    s->thr_tmp_n = attn_tmp_floats(m, n_ctx);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
     if (!s->thr_tmp) {
         sl_errf(err, "out of memory for attention scratch (n_ctx %d)", n_ctx);
@@ -246,6 +272,7 @@ void session_free(sl_session *s)
         for (int il = 0; il < s->m->hp.n_layer; il++) {
             free(s->kv[il].k);
             free(s->kv[il].v);
+            free(s->kv[il].state);
         }
     free(s->kv);
     for (int i = 0; i < SCR_COUNT; i++) free(s->scr[i]);
@@ -260,20 +287,38 @@ int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
 
 void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
-/* No architecture keeps recurrent state yet: every position up to pos is
- * restorable by forgetting KV entries. */
 uint64_t session_state_bytes(const sl_model *m)
 {
-    (void)m;
-    return 0;
+    uint64_t b = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        layer_cache c;
+        arch_layer_cache(m, il, &c);
+        b += c.state_bytes;
+    }
+    return b;
 }
 
-bool session_can_rewind(const sl_session *s, int32_t pos) { return pos >= 0 && pos <= s->pos; }
+/* Attention rolls back by forgetting KV entries, as long as a windowed
+ * layer's ring still holds the keys position POS will look at.  Recurrent
+ * state has no snapshots yet: only the current position is restorable. */
+bool session_can_rewind(const sl_session *s, int32_t pos)
+{
+    if (pos < 0 || pos > s->pos) return false;
+    if (pos == s->pos) return true;
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        const kv_layer *L = &s->kv[il];
+        if (L->c.kind == LAYER_RECURRENT) return false;
+        int32_t first = L->c.window > 0 ? pos - L->c.window + 1 : 0;
+        if (first < s->pos - L->rows) return false; /* overwritten in the ring */
+    }
+    return true;
+}
 
 int session_rewind(sl_session *s, int32_t pos, sl_err *err)
 {
     if (!session_can_rewind(s, pos))
-        return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens", (int)pos, (int)s->pos);
+        return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens and keeps no state for it",
+                       (int)pos, (int)s->pos);
     s->pos = pos;
     return 0;
 }

@@ -25,6 +25,9 @@ bool kernels_supports(uint32_t wtype)
     case GGML_TYPE_Q8_0: case GGML_TYPE_MXFP4: case GGML_TYPE_IQ4_NL:
     case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
     case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
+    case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0:
+    case GGML_TYPE_TQ2_0:
         return true;
     default:
         return false;
@@ -43,6 +46,9 @@ uint32_t kernels_vec_dot_type(uint32_t wtype)
         return GGML_TYPE_Q8_1;
     case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
     case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
+    case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0:
+    case GGML_TYPE_TQ2_0:
         return GGML_TYPE_Q8_K;
     default:
         return GGML_TYPE_F32;

@@ -1,7 +1,7 @@
 /* mat_get_row: one weight row to floats, with the float operations (and
  * their order) of ggml's dequantize_row_* (ggml-quants.c), so embedding
  * lookups equal llama.cpp's get_rows bit for bit. */
-#include "kernels/kq.h"
+#include "kernels/kq_iq.h"
 
 #define H2F fp16_to_fp32
 
@@ -223,6 +223,10 @@ void mat_get_row(const sl_mat *w, int64_t r, float *out)
     case GGML_TYPE_Q6_K: dq_q6_K(row, n / QKK, out); break;
     case GGML_TYPE_IQ4_XS: dq_iq4_xs(row, n / QKK, out); break;
     default:
+        if (kq_is_iq(w->type)) {
+            kq_dequant_iq(w->type, row, n, out);
+            break;
+        }
         for (int64_t i = 0; i < n; i++) out[i] = 0.0f; /* unsupported: callers check kernels_supports */
     }
 }

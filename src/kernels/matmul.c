@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kq.h"
+#include "kernels/kq_iq.h"
 
 #define H2F fp16_to_fp32
 
@@ -338,6 +338,18 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n)
     return acc;
 }
 
+#define IQ_DOT(NAME, TYPE) \
+    static float NAME(const void *w, const void *a, int64_t n) { return kq_dot_iq(TYPE, w, a, n); }
+IQ_DOT(dot_iq1_s, GGML_TYPE_IQ1_S)
+IQ_DOT(dot_iq1_m, GGML_TYPE_IQ1_M)
+IQ_DOT(dot_iq2_xxs, GGML_TYPE_IQ2_XXS)
+IQ_DOT(dot_iq2_xs, GGML_TYPE_IQ2_XS)
+IQ_DOT(dot_iq2_s, GGML_TYPE_IQ2_S)
+IQ_DOT(dot_iq3_xxs, GGML_TYPE_IQ3_XXS)
+IQ_DOT(dot_iq3_s, GGML_TYPE_IQ3_S)
+IQ_DOT(dot_tq1_0, GGML_TYPE_TQ1_0)
+IQ_DOT(dot_tq2_0, GGML_TYPE_TQ2_0)
+
 typedef float (*dot_fn)(const void *w, const void *a, int64_t n);
 
 static dot_fn dot_for(uint32_t type)
@@ -359,6 +371,15 @@ static dot_fn dot_for(uint32_t type)
     case GGML_TYPE_Q5_K: return dot_q5_K;
     case GGML_TYPE_Q6_K: return dot_q6_K;
     case GGML_TYPE_IQ4_XS: return dot_iq4_xs;
+    case GGML_TYPE_IQ1_S: return dot_iq1_s;
+    case GGML_TYPE_IQ1_M: return dot_iq1_m;
+    case GGML_TYPE_IQ2_XXS: return dot_iq2_xxs;
+    case GGML_TYPE_IQ2_XS: return dot_iq2_xs;
+    case GGML_TYPE_IQ2_S: return dot_iq2_s;
+    case GGML_TYPE_IQ3_XXS: return dot_iq3_xxs;
+    case GGML_TYPE_IQ3_S: return dot_iq3_s;
+    case GGML_TYPE_TQ1_0: return dot_tq1_0;
+    case GGML_TYPE_TQ2_0: return dot_tq2_0;
     default: return NULL;
     }
 }
