@@ -4,18 +4,27 @@
 
 #include "arch/sess.h"
 
+/* Rows of layer L that hold positions [0, n): a windowed layer's ring
+ * keeps at most L->rows (slot p % rows), and saving the slots as they are
+ * restores the same ring. */
+static size_t rows_of(const kv_layer *L, int32_t n) { return (size_t)(n < L->rows ? n : L->rows); }
+static size_t v_row(const kv_layer *L) { return L->v ? (size_t)L->c.v_row : 0; }
+
 uint64_t session_state_layout(const sl_session *s)
 {
-    const hparams *hp = &s->m->hp;
-    int64_t w[4 + 2 * 1024];
-    size_t k = 0;
-    w[k++] = 1; /* version of this layout */
-    w[k++] = hp->n_layer;
-    w[k++] = (int64_t)s->kv_elt;
-    w[k++] = s->kv_mode;
-    for (int il = 0; il < hp->n_layer && k + 2 <= sizeof w / sizeof w[0]; il++)
-        w[k++] = s->kv[il].k_row, w[k++] = s->kv[il].v ? s->kv[il].v_row : 0;
-    return XXH3_64bits(w, k * sizeof w[0]);
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return 0;
+    XXH3_64bits_reset(st);
+    int64_t head[4] = {2 /* version of this layout */, s->m->hp.n_layer, (int64_t)s->kv_elt, s->kv_mode};
+    XXH3_64bits_update(st, head, sizeof head);
+    for (int il = 0; il < s->m->hp.n_layer; il++) {
+        const kv_layer *L = &s->kv[il];
+        int64_t w[6] = {L->c.kind, L->c.k_row, (int64_t)v_row(L), L->rows, L->c.window, (int64_t)L->c.state_bytes};
+        XXH3_64bits_update(st, w, sizeof w);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
 }
 
 uint64_t session_state_size(const sl_session *s, int32_t n)
@@ -23,18 +32,21 @@ uint64_t session_state_size(const sl_session *s, int32_t n)
     uint64_t t = 0;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
-        t += (uint64_t)n * (uint64_t)(L->k_row + (L->v ? L->v_row : 0)) * s->kv_elt;
+        t += (uint64_t)rows_of(L, n) * ((size_t)L->c.k_row + v_row(L)) * s->kv_elt;
+        if (L->state) t += L->c.state_bytes;
     }
     return t;
 }
 
 int session_state_write(const sl_session *s, int32_t n, session_put_fn put, void *ud, sl_err *err)
 {
-    if (n < 0 || n > s->pos) return sl_errf(err, "session state: %d positions asked, %d held", (int)n, (int)s->pos);
+    /* recurrent state is that of the session's position: only it is saved */
+    if (n != s->pos) return sl_errf(err, "session state: %d positions asked, %d held", (int)n, (int)s->pos);
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
-        if (put(ud, L->k, (size_t)n * (size_t)L->k_row * s->kv_elt)) return sl_errf(err, "session state: write failed");
-        if (L->v && put(ud, L->v, (size_t)n * (size_t)L->v_row * s->kv_elt))
+        size_t rows = rows_of(L, n);
+        if ((L->k && put(ud, L->k, rows * (size_t)L->c.k_row * s->kv_elt)) ||
+            (L->v && put(ud, L->v, rows * v_row(L) * s->kv_elt)) || (L->state && put(ud, L->state, L->c.state_bytes)))
             return sl_errf(err, "session state: write failed");
     }
     return 0;
@@ -47,8 +59,9 @@ int session_state_read(sl_session *s, int32_t n, session_get_fn get, void *ud, s
         return sl_errf(err, "session state: %d positions do not fit a context of %d", (int)n, (int)s->n_ctx);
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         kv_layer *L = &s->kv[il];
-        if (get(ud, L->k, (size_t)n * (size_t)L->k_row * s->kv_elt) ||
-            (L->v && get(ud, L->v, (size_t)n * (size_t)L->v_row * s->kv_elt)))
+        size_t rows = rows_of(L, n);
+        if ((L->k && get(ud, L->k, rows * (size_t)L->c.k_row * s->kv_elt)) ||
+            (L->v && get(ud, L->v, rows * v_row(L) * s->kv_elt)) || (L->state && get(ud, L->state, L->c.state_bytes)))
             return sl_errf(err, "session state: short read in layer %d", il);
     }
     s->pos = n;
