@@ -28,7 +28,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
 
 $(DEPS_OK): mk/deps.sh
@@ -53,7 +53,16 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libsluice.a | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) -Itests -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
-test: all $(TEST_BIN)
+# Programs under examples/ use nothing but the public header (include/sluice.h).
+EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
+EXAMPLE_BIN = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+examples: $(EXAMPLE_BIN)
+
+$(BUILD)/examples/%: examples/%.c include/sluice.h $(BUILD)/libsluice.a
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SANFLAGS) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
+test: all examples $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 test-asan:

@@ -66,6 +66,13 @@ void sluice_close(sluice *s);
 /* Releases memory this API returned. */
 void sluice_free(void *p);
 
+/* What sluice_open noted for the user, one line each and without a prefix:
+ * warnings (experts streamed because the model does not fit in memory, a
+ * heat file that could not be read, settings that are legal but doubtful)
+ * and, when VERBOSE, where the experts live and the memory plan.  "" when
+ * there is nothing to say. */
+const char *sluice_notes(const sluice *s, int verbose);
+
 /* The model: its general.name (or file name), architecture, sizes. */
 const char *sluice_model_name(const sluice *s);
 const char *sluice_model_arch(const sluice *s);
@@ -106,6 +113,11 @@ int sluice_chat_render(sluice *s, const sluice_message *msgs, size_t n, int add_
  * reasoning_effort, ...) or NULL. */
 int sluice_chat_render_json(sluice *s, const char *messages_json, const char *tools_json, const char *kwargs_json,
                             int add_generation_prompt, char **text, char *err, size_t err_cap);
+/* Strings that end an assistant turn under the template in use (for models
+ * whose end of turn is text rather than an end-of-generation token): pass
+ * them as sluice_sampling.stop for a reply.  *N gets their number; the list
+ * is NULL-terminated and lives as long as the handle. */
+const char *const *sluice_chat_stop_strings(const sluice *s, size_t *n);
 
 /* ----------------------------------------------------------- sampling */
 
@@ -127,7 +139,7 @@ typedef struct {
     const char *const *stop; /* strings that end generation (not part of the text) */
     size_t n_stop;
     int ignore_eos;          /* keep generating through end-of-generation tokens */
-    int32_t n_probs;         /* alternatives reported per generated token (sluice_token.top); 0: none */
+    int32_t n_probs;         /* alternatives reported per generated token (sluice_token.top), at most 64; 0: none */
 } sluice_sampling;
 
 /* llama.cpp's defaults (temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no
@@ -157,6 +169,9 @@ typedef struct {
     int (*on_text)(void *user, const char *text, size_t len);
     /* Each token that becomes part of the output, in order. */
     int (*on_token)(void *user, const sluice_token *t);
+    /* The next-token logits after the prompt (n_vocab floats), before the
+     * first token is sampled. */
+    int (*on_prompt)(void *user, const float *logits, int32_t n_vocab);
 } sluice_callbacks;
 
 typedef enum {
@@ -183,15 +198,20 @@ typedef int (*sluice_text_fn)(void *user, const char *text, size_t len);
 
 /* Continues the conversation held in the context with PROMPT (tokenized as
  * the model's vocabulary says, special tokens parsed; BOS when the context
- * is empty) and generates.  The context then holds the prompt and every
- * generated token, so the next call continues exactly where this one
- * stopped.  The generated text also goes to *OUT if OUT is non-NULL. */
+ * is empty, unless PROMPT starts with the BOS text) and generates.  The
+ * context then holds the prompt and every generated token (an ending EOG
+ * token included), so the next call continues exactly where this one
+ * stopped: two calls give the same tokens, bit for bit, as one long one.
+ * PROMPT may be "" to just continue.  The generated text also goes to *OUT
+ * if OUT is non-NULL.  A token sampled when the context is already full is
+ * output but not held. */
 int sluice_generate(sluice *s, const char *prompt, const sluice_sampling *sp, sluice_text_fn on_text, void *user,
                     char **out, char *err, size_t err_cap);
 
 /* Generates after exactly the N tokens of PROMPT: the longest prefix of
  * PROMPT that the context already holds is kept (prefix reuse; counted in
- * res->cached_tokens) and only the rest is evaluated.  RES may be NULL. */
+ * res->cached_tokens) and only the rest is evaluated.  RES may be NULL.  If
+ * the evaluation fails, the context holds the reused prefix (or less). */
 int sluice_generate_tokens(sluice *s, const int32_t *prompt, size_t n, const sluice_sampling *sp,
                            const sluice_callbacks *cb, sluice_result *res, char *err, size_t err_cap);
 
@@ -241,7 +261,8 @@ typedef struct {
     uint64_t peak_rss_bytes;
 } sluice_stats;
 
-/* Figures of the last generation (load_s: of sluice_open). */
+/* Figures of the last generation (load_s: of sluice_open; the streaming
+ * counters and peak RSS: since sluice_open). */
 void sluice_get_stats(const sluice *s, sluice_stats *out);
 /* Every figure of the last generation as one JSON object (what
  * `sluice run --stats-json` writes), or NULL if out of memory. */

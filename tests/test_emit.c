@@ -36,10 +36,10 @@ static int on_text(void *ud, const char *t, size_t n)
     return 0;
 }
 
-static int on_token(void *ud, int32_t id)
+static int on_token(void *ud, const gen_token *t)
 {
     sink *s = ud;
-    (void)id;
+    (void)t;
     return s->stop_after_tokens && ++s->tokens >= s->stop_after_tokens;
 }
 
@@ -70,7 +70,7 @@ static void emit(const sl_vocab *v, const char *text, int32_t extra, const gen_o
 static void check_plain(const sl_vocab *v, const char *name, const char *text)
 {
     t_begin(name);
-    gen_opts o = {-1, false, NULL, 0};
+    gen_opts o = {.n_predict = -1};
     sink sk;
     gen_result r;
     emit(v, text, -1, &o, &sk, &r);
@@ -91,7 +91,7 @@ static void check_stops(const sl_vocab *v, const char *name, const char *text, c
         const char *hit = stops[i][0] ? strstr(text, stops[i]) : NULL;
         if (hit && (size_t)(hit - text) < cut) cut = (size_t)(hit - text);
     }
-    gen_opts o = {-1, false, stops, ns};
+    gen_opts o = {.n_predict = -1, .stops = stops, .n_stops = ns};
     sink sk;
     gen_result r;
     emit(v, text, -1, &o, &sk, &r);
@@ -105,7 +105,7 @@ static void check_stops(const sl_vocab *v, const char *name, const char *text, c
 static void check_eog(const sl_vocab *v)
 {
     t_begin("emitter stops at EOG, which is not part of the output");
-    gen_opts o = {-1, false, NULL, 0};
+    gen_opts o = {.n_predict = -1};
     sink sk;
     gen_result r;
     emit(v, "The end.", EOS, &o, &sk, &r);
@@ -123,7 +123,7 @@ static void check_eog(const sl_vocab *v)
 static void check_limits(const sl_vocab *v)
 {
     t_begin("emitter n_predict and caller stops");
-    gen_opts o = {3, false, NULL, 0};
+    gen_opts o = {.n_predict = 3};
     sink sk;
     gen_result r;
     emit(v, "one two three four five six", -1, &o, &sk, &r);

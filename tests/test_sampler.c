@@ -280,6 +280,103 @@ static void test_errors(void)
     t_end();
 }
 
+/* ---- penalties: llama.cpp's definition (llama_sampler_penalties_apply) ----
+ * Over the last repeat_last_n accepted tokens, each distinct token with
+ * count c: logit <= 0 ? logit * repeat : logit / repeat, then
+ * logit -= c * frequency + (c > 0) * presence, in float. */
+static void ref_penalize(float *x, const int32_t *hist, int n_hist, const sampler_params *sp)
+{
+    int from = n_hist > sp->repeat_last_n ? n_hist - sp->repeat_last_n : 0;
+    for (int i = from; i < n_hist; i++) {
+        int first = 1, c = 0;
+        for (int j = from; j < i; j++) first &= hist[j] != hist[i];
+        if (!first) continue;
+        for (int j = i; j < n_hist; j++) c += hist[j] == hist[i];
+        float *v = &x[hist[i]];
+        *v = *v <= 0 ? *v * sp->repeat_penalty : *v / sp->repeat_penalty;
+        *v -= (float)c * sp->frequency_penalty + (float)(c > 0) * sp->presence_penalty;
+    }
+}
+
+static void test_penalties(void)
+{
+    enum { NV = 500, NH = 60 };
+    float l[NV], want[NV];
+    int32_t hist[NH];
+    sl_rng r;
+    rng_seed(&r, 99);
+    /* a history with repeats, on tokens of both signs and near the top */
+    for (int i = 0; i < NH; i++) hist[i] = (int32_t)(rng_u32(&r) % 24) * 7;
+    sampler_params sp = params(0.8f, 0, 1.0f, 0.0f);
+    sp.repeat_penalty = 1.25f, sp.frequency_penalty = 0.3f, sp.presence_penalty = 0.45f, sp.repeat_last_n = 20;
+    for (int trial = 0; trial < 3; trial++) {
+        const char *names[] = {"sampler penalties = llama.cpp's definition (full chain, split history)",
+                               "sampler penalties with top-k / top-p / min-p after them",
+                               "sampler greedy takes the argmax of the penalized logits"};
+        t_begin(names[trial]);
+        fill_logits(l, NV, 7 + (uint32_t)trial);
+        for (int i = 0; i < NV; i += 3) l[i] += 4.0f; /* some penalized tokens lead */
+        if (trial == 1) sp.top_k = 40, sp.top_p = 0.9f, sp.min_p = 0.02f;
+        if (trial == 2) sp.temp = 0;
+        sl_err err;
+        sl_sampler *s;
+        T_CHECK(sampler_create(&s, &sp, NV, &err) == 0, "%s", err.msg);
+        if (t_cur.failed) {
+            t_end();
+            continue;
+        }
+        /* history in two parts: as prompt, then as generated tokens */
+        sampler_accept_prompt(s, hist, NH / 2);
+        for (int i = NH / 2; i < NH; i++) sampler_accept(s, hist[i]);
+        memcpy(want, l, sizeof l);
+        ref_penalize(want, hist, NH, &sp);
+        if (trial == 2) {
+            T_CHECK(sampler_sample(s, l) == sampler_argmax(want, NV), "greedy %d, reference argmax %d",
+                    sampler_sample(s, l), sampler_argmax(want, NV));
+        } else {
+            ref_tok *t = malloc(NV * sizeof *t);
+            double *p = malloc(NV * sizeof *p);
+            int n = ref_chain(want, NV, &sp, t, p);
+            const sl_cand *c;
+            size_t m = sampler_candidates(s, l, &c);
+            T_CHECK((int)m == n, "kept %zu candidates, reference %d", m, n);
+            for (int i = 0; i < n && (int)m == n; i++) {
+                size_t j = 0;
+                while (j < m && c[j].id != t[i].id) j++;
+                T_CHECK(j < m && fabs(c[j].p - p[i]) < 1e-5, "token %d differs from the reference", t[i].id);
+            }
+            /* a clone carries the same history: the same draws */
+            sl_sampler *k;
+            T_CHECK(sampler_clone(&k, s, &err) == 0, "%s", err.msg);
+            for (int i = 0; i < 20 && !t_cur.failed; i++) {
+                int32_t a = sampler_sample(s, l), b = sampler_sample(k, l);
+                T_CHECK(a == b, "draw %d: clone %d, original %d", i, b, a);
+                sampler_accept(s, a), sampler_accept(k, b);
+            }
+            sampler_free(k);
+            free(t), free(p);
+        }
+        sampler_free(s);
+        t_end();
+    }
+    t_begin("sampler penalties: copy_state moves the history window (and counts) exactly");
+    sampler_params q = params(0.0f, 0, 1.0f, 0.0f);
+    q.repeat_penalty = 2.0f, q.repeat_last_n = 4;
+    sl_sampler *a, *b;
+    sl_err err;
+    T_CHECK(sampler_create(&a, &q, NV, &err) == 0 && sampler_create(&b, &q, NV, &err) == 0, "%s", err.msg);
+    fill_logits(l, NV, 3);
+    int32_t h1[] = {5, 6, 5, 9, 11}, h2[] = {1, 2, 3};
+    sampler_accept_prompt(a, h1, 5);
+    sampler_accept_prompt(b, h2, 3);
+    sampler_copy_state(b, a);
+    memcpy(want, l, sizeof l);
+    ref_penalize(want, h1, 5, &q);
+    T_CHECK(sampler_sample(b, l) == sampler_argmax(want, NV), "copy_state lost the window");
+    sampler_free(a), sampler_free(b);
+    t_end();
+}
+
 int main(void)
 {
     (void)t_skip, (void)t_shared; /* harness helpers this file needs no case for */
@@ -289,6 +386,7 @@ int main(void)
     test_ties();
     test_seed();
     test_distribution();
+    test_penalties();
     test_errors();
     return t_done();
 }

@@ -379,12 +379,19 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (n > s->n_ctx - s->pos)
         return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
                        s->n_ctx);
+    int32_t pos0 = s->pos;
     for (int32_t off = 0; off < n; off += s->n_batch) {
         int T = n - off < s->n_batch ? n - off : s->n_batch;
         bool last = off + T == n;
         int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
         float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
-        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) return -1;
+        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) {
+            /* the passes that succeeded wrote KV entries past pos0: forget
+             * them, so the caller sees the session as it was (a layer that
+             * keeps recurrent state restores it here too) */
+            s->pos = pos0;
+            return -1;
+        }
     }
     return 0;
 }

@@ -3,13 +3,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 #include <utf8proc.h>
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
+#include "engine/api_int.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
 
@@ -41,13 +40,13 @@ static int fault_nth(void *ctx, uint32_t file, uint64_t off, uint32_t len)
     return --*left == 0 ? -EIO : 0;
 }
 
-static void arm_fault(cli_model *cm, engine_opts *eo)
+static void arm_fault(long *countdown, engine_opts *eo)
 {
     const char *v = getenv("SLUICE_FAULT_READ");
     if (!v || atol(v) <= 0) return;
-    cm->fault_countdown = atol(v);
+    *countdown = atol(v);
     eo->fault = fault_nth;
-    eo->fault_ctx = &cm->fault_countdown;
+    eo->fault_ctx = countdown;
 }
 
 int cli_model_open(cli_model *cm, const cli_model_opts *o)
@@ -62,7 +61,7 @@ int cli_model_open(cli_model *cm, const cli_model_opts *o)
     eo.no_session = o->model_only;
     eo.n_ctx = o->n_ctx;
     eo.n_ctx_cap = cm->bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
-    arm_fault(cm, &eo);
+    arm_fault(&cm->fault_countdown, &eo);
     sl_err err;
     if (engine_open(&cm->eng, &eo, &err)) return FAIL("%s", err.msg);
     cm->model = cm->eng.model;
@@ -159,89 +158,6 @@ void cli_print_engine(const sl_engine *e, bool verbose)
             cli_fmt_bytes(e->plan.kv, c, 32), cli_fmt_bytes(e->plan.scratch + e->plan.runtime + e->plan.meta, d, 32),
             cli_fmt_bytes(e->plan.cache, f, 32), (long long)e->plan.slots, (long long)e->plan.experts);
     if (e->info[0]) fprintf(stderr, "sluice: heat: %s\n", e->info);
-}
-
-void cli_stream_stats(const sl_engine *e, gen_stats *st)
-{
-    engine_stream_stats ss;
-    engine_stream_stats_get(e, &ss);
-    st->streaming = ss.streaming;
-    st->expert_bytes_read = ss.expert_bytes_read;
-    int64_t toks = st->prompt_tokens + st->decode_steps;
-    st->expert_bytes_per_token = toks ? (double)ss.expert_bytes_read / (double)toks : 0;
-    st->distinct_experts = ss.distinct_experts;
-    st->cache_hits = ss.cache_hits;
-    st->cache_misses = ss.cache_misses;
-    st->io_wait_s = ss.io_wait_s;
-    double busy = st->prompt_s + st->decode_s;
-    st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;
-    st->read_gbps = ss.read_gbps;
-    st->prefill_read_amplification = ss.prefill_read_amplification;
-}
-
-void cli_print_prefetch(FILE *f, sl_engine *e)
-{
-    sl_prefetch_stats ps;
-    session_prefetch_stats(e->session, &ps);
-    if (ps.mode == SL_PREFETCH_OFF || !ps.n_layers) return;
-    fprintf(f, "%-27s %.1f%% recall, %.1f%% precision over %llu decode steps (%s)\n", "expert prediction",
-            100 * ps.recall, 100 * ps.precision, (unsigned long long)ps.steps, sl_prefetch_mode_name(ps.mode));
-    fprintf(f, "%-27s", "  per layer recall");
-    for (int i = 0; i < ps.n_layers; i++) {
-        const sl_prefetch_layer *l = &ps.layers[i];
-        fprintf(f, "%s%d %.0f%%", i ? ", " : " ", l->layer, 100 * l->recall);
-    }
-    fputc('\n', f);
-    engine_stream_stats ss;
-    engine_stream_stats_get(e, &ss);
-    char b[32];
-    if (ss.streaming)
-        fprintf(f, "%-27s %llu used, %s wasted\n", "  prefetched experts", (unsigned long long)ss.prefetch_used,
-                cli_fmt_bytes(ss.prefetch_wasted_bytes, b, sizeof b));
-}
-
-/* One layer of the "prefetch" JSON object. */
-static json_t *prefetch_layer_json(const sl_prefetch_layer *l)
-{
-    json_t *o = json_object(), *src = json_object();
-    json_object_set_new(o, "layer", json_integer(l->layer));
-    json_object_set_new(o, "recall", json_real(l->recall));
-    json_object_set_new(o, "precision", json_real(l->precision));
-    json_object_set_new(o, "steps", json_integer((json_int_t)l->steps));
-    json_object_set_new(o, "hinted_steps", json_integer((json_int_t)l->hinted_steps));
-    /* each predictor's own recall (computed on every step, hinted or not) */
-    for (int c = 0; c < SL_PRED_COUNT; c++)
-        json_object_set_new(src, sl_pred_source_name(c), l->src_recall[c] < 0 ? json_null() : json_real(l->src_recall[c]));
-    json_object_set_new(o, "predictor_recall", src);
-    json_object_set_new(o, "auto_choice", json_string(sl_pred_source_name(l->choice)));
-    return o;
-}
-
-int cli_prefetch_json(sl_engine *e, json_t *obj)
-{
-    sl_prefetch_stats ps;
-    session_prefetch_stats(e->session, &ps);
-    if (ps.mode == SL_PREFETCH_OFF) return 0;
-    engine_stream_stats ss;
-    engine_stream_stats_get(e, &ss);
-    json_t *o = json_object(), *layers = json_array();
-    if (!o || !layers) return json_decref(o), json_decref(layers), -1;
-    json_object_set_new(o, "mode", json_string(sl_prefetch_mode_name(ps.mode)));
-    json_object_set_new(o, "steps", json_integer((json_int_t)ps.steps));
-    json_object_set_new(o, "recall", json_real(ps.recall));
-    json_object_set_new(o, "precision", json_real(ps.precision));
-    json_object_set_new(o, "used", json_integer((json_int_t)ss.prefetch_used));
-    json_object_set_new(o, "wasted_bytes", json_integer((json_int_t)ss.prefetch_wasted_bytes));
-    for (int i = 0; i < ps.n_layers; i++) json_array_append_new(layers, prefetch_layer_json(&ps.layers[i]));
-    json_object_set_new(o, "per_layer", layers);
-    return json_object_set_new(obj, "prefetch", o);
-}
-
-uint32_t cli_random_seed(void)
-{
-    uint32_t s;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) s = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
-    return s == 0xFFFFFFFFu ? 0 : s;
 }
 
 int cli_parse_int(const char *name, const char *s, long lo, long hi, long *out)
@@ -352,19 +268,45 @@ char *cli_read_file(const char *path, size_t *len)
     return buf;
 }
 
-void cli_print_stats(FILE *f, const gen_stats *st, const sampler_params *sp)
+/* The expert prediction lines (docs/PREFETCH.md) of a stats object. */
+static void print_prefetch(FILE *f, const json_t *st)
+{
+    const json_t *p = json_object_get(st, "prefetch");
+    if (!p) return;
+    const json_t *layers = json_object_get(p, "per_layer");
+    if (!json_array_size(layers)) return;
+    fprintf(f, "%-27s %.1f%% recall, %.1f%% precision over %lld decode steps (%s)\n", "expert prediction",
+            100 * json_number_value(json_object_get(p, "recall")), 100 * json_number_value(json_object_get(p, "precision")),
+            (long long)json_integer_value(json_object_get(p, "steps")), json_string_value(json_object_get(p, "mode")));
+    fprintf(f, "%-27s", "  per layer recall");
+    size_t i;
+    const json_t *l;
+    json_array_foreach(layers, i, l)
+        fprintf(f, "%s%lld %.0f%%", i ? ", " : " ", (long long)json_integer_value(json_object_get(l, "layer")),
+                100 * json_number_value(json_object_get(l, "recall")));
+    fputc('\n', f);
+    char b[32];
+    if (json_integer_value(json_object_get(st, "streaming")))
+        fprintf(f, "%-27s %lld used, %s wasted\n", "  prefetched experts",
+                (long long)json_integer_value(json_object_get(p, "used")),
+                cli_fmt_bytes((uint64_t)json_integer_value(json_object_get(p, "wasted_bytes")), b, sizeof b));
+}
+
+void cli_print_stats(FILE *f, const json_t *st)
 {
     size_t nf;
     const stat_field *fl = stats_fields(&nf);
+    bool streaming = json_integer_value(json_object_get(st, "streaming")) != 0;
     for (size_t i = 0; i < nf; i++) {
-        if (!fl[i].label || (fl[i].streaming && !st->streaming)) continue;
-        double v = stats_value(st, &fl[i]);
+        if (!fl[i].label || (fl[i].streaming && !streaming)) continue;
+        double v = json_number_value(json_object_get(st, fl[i].key));
         char b[32];
         if (!strcmp(fl[i].unit, "bytes")) fprintf(f, "%-27s %s\n", fl[i].label, cli_fmt_bytes((uint64_t)v, b, sizeof b));
         else if (fl[i].kind == STAT_F64) fprintf(f, "%-27s %.3f %s\n", fl[i].label, v, fl[i].unit);
         else fprintf(f, "%-27s %.0f\n", fl[i].label, v);
     }
-    if (sp) fprintf(f, "%-27s %u\n", "seed", sp->seed);
+    fprintf(f, "%-27s %lld\n", "seed", (long long)json_integer_value(json_object_get(st, "seed")));
+    print_prefetch(f, st);
 }
 
 int cli_write_json(const char *path, json_t *root)
@@ -373,7 +315,14 @@ int cli_write_json(const char *path, json_t *root)
     return 0;
 }
 
-int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params *sp, bool *seed_set)
+sluice_sampling cli_sampling_default(void)
+{
+    sluice_sampling sp = sluice_sampling_default();
+    sp.n_predict = -1;
+    return sp;
+}
+
+int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp)
 {
     long v;
     switch (opt) {
@@ -392,69 +341,92 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params 
     case CLI_OPT_TEMP: return cli_parse_float("--temp", arg, &sp->temp) ? -1 : 1;
     case CLI_OPT_TOPP: return cli_parse_float("--top-p", arg, &sp->top_p) ? -1 : 1;
     case CLI_OPT_MINP: return cli_parse_float("--min-p", arg, &sp->min_p) ? -1 : 1;
+    case CLI_OPT_REPEAT_PENALTY: return cli_parse_float("--repeat-penalty", arg, &sp->repeat_penalty) ? -1 : 1;
+    case CLI_OPT_PRESENCE_PENALTY: return cli_parse_float("--presence-penalty", arg, &sp->presence_penalty) ? -1 : 1;
+    case CLI_OPT_FREQUENCY_PENALTY:
+        return cli_parse_float("--frequency-penalty", arg, &sp->frequency_penalty) ? -1 : 1;
+    case CLI_OPT_REPEAT_LAST_N:
+        if (cli_parse_int("--repeat-last-n", arg, -1, INT32_MAX, &v)) return -1;
+        sp->repeat_last_n = (int32_t)v;
+        return 1;
     case CLI_OPT_TOPK:
         if (cli_parse_int("--top-k", arg, -1, INT32_MAX, &v)) return -1;
         sp->top_k = (int32_t)v;
         return 1;
     case CLI_OPT_SEED:
         if (cli_parse_int("--seed", arg, -1, 0xFFFFFFFFL, &v)) return -1;
-        sp->seed = (uint32_t)v;
-        *seed_set = v != -1 && v != 0xFFFFFFFFL;
+        sp->seed = v == -1 ? SLUICE_SEED_RANDOM : (uint32_t)v;
         return 1;
     default: return 0;
     }
 }
 
-/* ChatML, the format llama.cpp falls back to for models without a template. */
-static const char CHATML[] =
-    "{%- for message in messages -%}\n"
-    "{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}";
-
-static const char *token_text(const sl_vocab *v, int32_t id)
+/* The engine options the flags filled in, as the API spells them. */
+static sluice_options api_options(const cli_model_opts *o, const char *path)
 {
-    return id >= 0 ? vocab_token_text(v, id) : NULL;
+    const engine_opts *eo = &o->eo;
+    sluice_options so = sluice_options_default();
+    so.model = path;
+    so.n_ctx = o->n_ctx;
+    so.threads = o->threads;
+    so.n_batch = eo->n_batch;
+    so.mem_bytes = eo->mem;
+    so.io = eo->io_set ? store_io_name(eo->io) : NULL;
+    so.pack = eo->pack;
+    so.kv_type = eo->kv_mode == SL_KV_F32 ? "f32" : "f16";
+    so.flash_attn = eo->kv_mode == SL_KV_F16 ? 0 : -1;
+    so.prefetch = eo->prefetch_set ? sl_prefetch_mode_name(eo->prefetch) : NULL;
+    so.heat_file = eo->heat_file;
+    so.no_heat = eo->no_heat;
+    so.pin_bytes = eo->pin;
+    return so;
 }
 
-int cli_chat_open(cli_chat *c, const sl_model *m)
+int cli_open(cli_model_opts *o, sluice **out, const char **path)
 {
-    memset(c, 0, sizeof *c);
-    const gguf_file *g = model_gguf(m);
-    const gguf_str *s;
-    sl_err err;
-    int has = gguf_get_str(g, "tokenizer.chat_template", &s, &err);
-    if (has < 0) return FAIL("%s", err.msg);
-    const char *text = has ? s->s : CHATML;
-    size_t len = has ? (size_t)s->len : strlen(CHATML);
-    c->builtin = !has;
-    if (chat_tmpl_parse(&c->tmpl, text, len, &err)) return FAIL("chat template of %s: %s", g->path, err.msg);
-    c->stops = chat_stop_strings(chat_detect_family(text, len));
-    while (c->stops[c->n_stops]) c->n_stops++;
-    c->bos = token_text(model_vocab(m), vocab_bos(model_vocab(m)));
-    c->eos = token_text(model_vocab(m), vocab_eos(model_vocab(m)));
+    *out = NULL;
+    const char *p = o->model_path ? o->model_path : cli_default_model();
+    if (!p) return FAIL("no model given (-m FILE) and the bundled models/tinymoe-q8_0.gguf was not found");
+    bool bundled = !o->model_path || cli_is_bundled(p);
+    sluice_options so = api_options(o, p);
+    engine_opts fo = {0};
+    arm_fault(&o->fault_countdown, &fo);
+    sluice_open_extra x = {.n_ctx_cap = bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX, .verify = o->eo.verify,
+                           .fault = fo.fault, .fault_ctx = fo.fault_ctx};
+    char err[1024];
+    if (sluice_open_ex(out, &so, &x, err, sizeof err)) return FAIL("%s", err);
+    if (path) *path = p;
     return 0;
 }
 
-void cli_chat_close(cli_chat *c)
+void cli_print_notes(const sluice *s, bool verbose)
 {
-    chat_tmpl_free(c->tmpl);
-    memset(c, 0, sizeof *c);
+    for (const char *p = sluice_notes(s, verbose); *p;) {
+        size_t len = strcspn(p, "\n");
+        fprintf(stderr, "sluice: %.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
 }
 
-int cli_chat_tokens(const cli_chat *c, const sl_model *m, const chat_msg *msgs, size_t n, int32_t **ids,
-                    size_t *n_ids, char **text)
+int cli_chat_ids(sluice *s, const char *text, int32_t **ids, size_t *n)
 {
-    chat_req r = {.msgs = msgs, .n_msgs = n, .add_generation_prompt = true, .bos_token = c->bos,
-                  .eos_token = c->eos};
-    char *out;
-    size_t len;
-    sl_err err;
-    if (chat_tmpl_render(c->tmpl, &r, &out, &len, &err)) return FAIL("chat template: %s", err.msg);
-    bool has_bos = c->bos && *c->bos && !strncmp(out, c->bos, strlen(c->bos));
-    int rc = vocab_tokenize(model_vocab(m), out, len, !has_bos, true, ids, n_ids, &err);
-    if (rc) cli_fail("tokenizing the chat prompt: %s", err.msg);
-    if (text && !rc) *text = out;
-    else free(out);
-    return rc ? -1 : 0;
+    char err[1024];
+    int32_t *bos = NULL;
+    size_t nb = 0;
+    /* the BOS the vocabulary would add, if any: tokenizing nothing with it on */
+    if (sluice_tokenize(s, "", 0, 1, 0, &bos, &nb, err, sizeof err) ||
+        sluice_tokenize(s, text, strlen(text), 0, 1, ids, n, err, sizeof err)) {
+        sluice_free(bos);
+        return FAIL("tokenizing the chat prompt: %s", err);
+    }
+    bool add = nb == 1 && !(*n && (*ids)[0] == bos[0]);
+    int32_t first = nb ? bos[0] : 0;
+    sluice_free(bos);
+    if (!add) return 0;
+    int32_t *a = realloc(*ids, (*n + 1) * sizeof *a);
+    if (!a) return FAIL("out of memory");
+    memmove(a + 1, a, *n * sizeof *a);
+    a[0] = first;
+    *ids = a, (*n)++;
+    return 0;
 }

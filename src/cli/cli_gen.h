@@ -11,11 +11,10 @@
 #include <stdio.h>
 
 #include "arch/model.h"
-#include "chat/chat.h"
-#include "decode/sampler.h"
 #include "decode/stats.h"
 #include "engine/engine.h"
 #include "kernels/pool.h"
+#include "sluice.h"
 
 /* Context the bundled demo model gets by default: it was trained on
  * 512-token windows although its metadata advertises 1024 (models/README.md). */
@@ -27,6 +26,7 @@ typedef struct {
     int threads;            /* <= 0: physical cores */
     bool model_only;        /* load the model, no pool or session */
     engine_opts eo;         /* expert placement: --mem, --io, --pin, --pack ... */
+    long fault_countdown;   /* SLUICE_FAULT_READ (tests), for the whole run */
 } cli_model_opts;
 
 typedef struct {
@@ -45,6 +45,7 @@ typedef struct {
  * to cli_gen_option first. */
 enum {
     CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED,
+    CLI_OPT_REPEAT_PENALTY, CLI_OPT_REPEAT_LAST_N, CLI_OPT_PRESENCE_PENALTY, CLI_OPT_FREQUENCY_PENALTY,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
     CLI_OPT_KV, CLI_OPT_PREFETCH,
     CLI_OPT_FIRST_FREE
@@ -54,7 +55,11 @@ enum {
         {"threads", required_argument, 0, 't'}, {"batch-size", required_argument, 0, 'b'},                    \
         {"temp", required_argument, 0, CLI_OPT_TEMP}, {"top-k", required_argument, 0, CLI_OPT_TOPK},          \
         {"top-p", required_argument, 0, CLI_OPT_TOPP}, {"min-p", required_argument, 0, CLI_OPT_MINP},         \
-        {"seed", required_argument, 0, CLI_OPT_SEED}, CLI_STREAM_LONGOPTS
+        {"seed", required_argument, 0, CLI_OPT_SEED},                                                        \
+        {"repeat-penalty", required_argument, 0, CLI_OPT_REPEAT_PENALTY},                                    \
+        {"repeat-last-n", required_argument, 0, CLI_OPT_REPEAT_LAST_N},                                      \
+        {"presence-penalty", required_argument, 0, CLI_OPT_PRESENCE_PENALTY},                                \
+        {"frequency-penalty", required_argument, 0, CLI_OPT_FREQUENCY_PENALTY}, CLI_STREAM_LONGOPTS
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
@@ -73,18 +78,24 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo);
 /* Prints what the engine noted (auto-streaming, heat) and, with VERBOSE,
  * the memory plan, to stderr. */
 void cli_print_engine(const sl_engine *e, bool verbose);
-
-/* Adds the streaming figures of E to the --stats lines / JSON. */
-void cli_stream_stats(const sl_engine *e, gen_stats *st);
-
-/* Expert prediction figures (docs/PREFETCH.md): the --stats lines, and the
- * "prefetch" object added to a JSON object (nothing when prediction is off). */
-void cli_print_prefetch(FILE *f, sl_engine *e);
-int cli_prefetch_json(sl_engine *e, json_t *obj);
+/* The same for a model opened through the API. */
+void cli_print_notes(const sluice *s, bool verbose);
 
 /* Returns 1 if OPT was one of the shared options (applied), 0 if not, -1 on
- * a bad value (error printed).  A --seed of -1 leaves *seed_set false. */
-int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sampler_params *sp, bool *seed_set);
+ * a bad value (error printed).  --seed -1 leaves the seed random. */
+int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp);
+/* The sampling defaults of run and chat: llama.cpp's, no token limit. */
+sluice_sampling cli_sampling_default(void);
+
+/* Opens the model of O (the bundled one if none is given) through the
+ * public API, the way every generating command does; prints the error and
+ * returns -1 on failure.  *PATH: the file opened. */
+int cli_open(cli_model_opts *o, sluice **out, const char **path);
+
+/* Prompt text as token ids, the way a chat prompt is fed: BOS as the
+ * vocabulary asks unless the text (a rendered template) starts with it,
+ * control-token texts parsed.  Prints the error. */
+int cli_chat_ids(sluice *s, const char *text, int32_t **ids, size_t *n);
 
 /* Loads the model, starts the pool and creates a session; on failure prints
  * the error and returns -1 (everything released). */
@@ -94,9 +105,6 @@ void cli_model_close(cli_model *cm);
 /* Whether PATH is one of the bundled models (in the checkout's models/). */
 bool cli_is_bundled(const char *path);
 
-
-/* A seed from the OS (getrandom), never 0xFFFFFFFF (which means "random"). */
-uint32_t cli_random_seed(void);
 
 /* Parses "1,2,3" into a malloc'd id array; each id must be in [0, n_vocab).
  * Prints the error and returns -1 on bad input. */
@@ -115,31 +123,11 @@ json_t *cli_json_ids(const int32_t *ids, size_t n);
 enum { CLI_MAX_FILE = 64 << 20 };
 char *cli_read_file(const char *path, size_t *len);
 
-/* The --stats lines: every labelled field of ST, then the seed. */
-void cli_print_stats(FILE *f, const gen_stats *st, const sampler_params *sp);
+/* The --stats lines from a stats JSON object (sluice_stats_json): every
+ * labelled figure, the seed, and the expert prediction figures. */
+void cli_print_stats(FILE *f, const json_t *stats);
 
 /* Writes ROOT to PATH as one JSON object; prints the error. */
 int cli_write_json(const char *path, json_t *root);
-
-/* The model's chat template, ready to render conversations.  A model
- * without tokenizer.chat_template gets ChatML, as llama.cpp does. */
-typedef struct {
-    chat_tmpl *tmpl;
-    const char *const *stops; /* strings that end an assistant turn (NULL-terminated) */
-    size_t n_stops;
-    const char *bos, *eos;    /* token texts the template may print */
-    bool builtin;             /* the ChatML fallback is in use */
-} cli_chat;
-
-/* Prints the error and returns -1 on failure. */
-int cli_chat_open(cli_chat *c, const sl_model *m);
-void cli_chat_close(cli_chat *c);
-
-/* Renders MSGS followed by the assistant prompt and tokenizes the text
- * (special tokens parsed; BOS added as the vocabulary says unless the
- * template already wrote it).  Prints the error and returns -1 on failure;
- * *text (if TEXT) gets the rendered text. */
-int cli_chat_tokens(const cli_chat *c, const sl_model *m, const chat_msg *msgs, size_t n, int32_t **ids,
-                    size_t *n_ids, char **text);
 
 #endif

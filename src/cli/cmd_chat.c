@@ -17,14 +17,14 @@
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
-#include "decode/generate.h"
+#include "engine/api_int.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
 
 typedef struct {
     cli_model_opts mo;
-    sampler_params sp;
-    bool seed_set, no_cache, stats, ignore_eos;
+    sluice_sampling sp;
+    bool no_cache, stats, ignore_eos;
     const char *system;
     long n_predict;
 } chat_args;
@@ -34,14 +34,11 @@ typedef struct {
 } conv_msg;
 
 typedef struct {
-    const chat_args *a;
-    cli_model cm;
-    sl_sampler *smp;
-    cli_chat chat;
+    chat_args *a;
+    sluice *s;
+    const char *path;
     conv_msg *msgs;
     size_t n_msgs, msgs_cap;
-    int32_t *kv; /* the tokens the session holds, in order */
-    size_t n_kv, kv_cap;
     EditLine *el;
     History *hist;
 } chat_state;
@@ -90,11 +87,11 @@ static int parse_args(int argc, char **argv, chat_args *a)
     };
     memset(a, 0, sizeof *a);
     a->n_predict = -1;
-    a->sp = sampler_defaults();
+    a->sp = cli_sampling_default();
     optind = 1;
     opterr = 0;
     for (int opt, r; (opt = getopt_long(argc, argv, ":" CLI_GEN_SHORTOPTS "n:h", LONGOPTS, NULL)) != -1;) {
-        if ((r = cli_gen_option(opt, optarg, &a->mo, &a->sp, &a->seed_set))) {
+        if ((r = cli_gen_option(opt, optarg, &a->mo, &a->sp))) {
             if (r < 0) return -1;
             continue;
         }
@@ -112,7 +109,6 @@ static int parse_args(int argc, char **argv, chat_args *a)
         }
     }
     if (optind < argc) return FAIL("unexpected argument '%s' (sluice chat --help)", argv[optind]);
-    if (!a->seed_set) a->sp.seed = cli_random_seed();
     return 0;
 }
 
@@ -147,44 +143,25 @@ static void pop_msg(chat_state *c)
 static void reset(chat_state *c)
 {
     while (c->n_msgs > (c->a->system ? 1u : 0u)) pop_msg(c);
-    sl_err e;
-    session_rewind(c->cm.session, 0, &e); /* position 0 is always restorable */
-    c->n_kv = 0;
+    sluice_reset(c->s);
 }
 
 /* The conversation as tokens, ending with the assistant prompt. */
 static int render(chat_state *c, int32_t **ids, size_t *n)
 {
-    chat_msg *m = malloc(c->n_msgs * sizeof *m);
+    sluice_message *m = malloc((c->n_msgs ? c->n_msgs : 1) * sizeof *m);
     if (!m) return FAIL("out of memory");
-    for (size_t i = 0; i < c->n_msgs; i++) m[i] = (chat_msg){c->msgs[i].role, c->msgs[i].content};
-    int rc = cli_chat_tokens(&c->chat, c->cm.model, m, c->n_msgs, ids, n, NULL);
+    for (size_t i = 0; i < c->n_msgs; i++) m[i] = (sluice_message){c->msgs[i].role, c->msgs[i].content};
+    char *text, err[1024];
+    int rc = sluice_chat_render(c->s, m, c->n_msgs, 1, &text, err, sizeof err);
     free(m);
+    if (rc) return FAIL("%s", err);
+    rc = cli_chat_ids(c->s, text, ids, n);
+    sluice_free(text);
     return rc;
 }
 
-static int set_kv(chat_state *c, const int32_t *a, size_t na, const int32_t *b, size_t nb)
-{
-    if (na + nb > c->kv_cap) {
-        int32_t *k = realloc(c->kv, (na + nb) * sizeof *k);
-        if (!k) return FAIL("out of memory");
-        c->kv = k, c->kv_cap = na + nb;
-    }
-    memmove(c->kv, a, na * sizeof *a);
-    memcpy(c->kv + na, b, nb * sizeof *b);
-    c->n_kv = na + nb;
-    return 0;
-}
-
 /* ---- one turn ---- */
-
-/* Once per forward pass: the engine saves expert heat now and then. */
-static int on_chat_token(void *ud, int32_t id)
-{
-    (void)id;
-    engine_tick(&((chat_state *)ud)->cm.eng);
-    return 0;
-}
 
 static int on_text(void *ud, const char *text, size_t len)
 {
@@ -194,20 +171,16 @@ static int on_text(void *ud, const char *text, size_t len)
     return interrupted;
 }
 
-static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+static void print_turn_stats(const chat_state *c, const sluice_result *r)
 {
-    size_t i = 0;
-    while (i < na && i < nb && a[i] == b[i]) i++;
-    return i;
-}
-
-static void print_turn_stats(const chat_state *c, const gen_result *r, size_t reused)
-{
-    fprintf(stderr, "[%zu cached tokens reused, %lld evaluated, %lld generated (%s); prompt %.1f t/s, decode %.1f t/s, "
-                    "first token %.3f s; context %d/%d]\n",
-            reused, (long long)r->stats.prompt_tokens, (long long)r->stats.generated_tokens, gen_stop_name(r->stop),
-            r->stats.prompt_tps, r->stats.decode_tps, r->stats.ttft_s, (int)session_pos(c->cm.session),
-            (int)session_n_ctx(c->cm.session));
+    sluice_stats st;
+    sluice_get_stats(c->s, &st);
+    size_t held;
+    sluice_tokens(c->s, &held);
+    fprintf(stderr, "[%d cached tokens reused, %lld evaluated, %lld generated (%s); prompt %.1f t/s, decode %.1f t/s, "
+                    "first token %.3f s; context %zu/%d]\n",
+            (int)r->cached_tokens, (long long)st.prompt_tokens, (long long)st.generated_tokens,
+            sluice_stop_name(r->stop), st.prompt_tps, st.decode_tps, st.ttft_s, held, (int)sluice_n_ctx(c->s));
 }
 
 /* Answers the conversation so far (its last message is the user's). */
@@ -216,45 +189,37 @@ static int reply(chat_state *c)
     int32_t *ids;
     size_t n;
     if (render(c, &ids, &n)) return -1;
-    sl_session *s = c->cm.session;
-    int32_t n_ctx = session_n_ctx(s);
+    int32_t n_ctx = sluice_n_ctx(c->s);
     if (n >= (size_t)n_ctx) {
         free(ids);
         fprintf(stderr, "sluice: the conversation (%zu tokens) no longer fits the context of %d; /reset to start over\n",
                 n, (int)n_ctx);
         return 1;
     }
-    /* reuse the cached prefix, but evaluate at least one token: we need its logits */
-    size_t keep = c->a->no_cache ? 0 : common_prefix(c->kv, c->n_kv, ids, n);
-    if (keep == n) keep--;
-    /* a recurrent model restores only the positions it kept a snapshot of */
-    while (keep > 0 && !session_can_rewind(s, (int32_t)keep)) keep--;
-    sl_err err;
-    if (session_rewind(s, (int32_t)keep, &err)) {
-        free(ids);
-        cli_fail("%s", err.msg);
-        return -1;
-    }
-    gen_opts go = {(int32_t)c->a->n_predict, c->a->ignore_eos, c->chat.stops, c->chat.n_stops};
-    gen_callbacks cb = {c, NULL, on_chat_token, on_text};
-    gen_result res;
+    if (c->a->no_cache) sluice_reset(c->s);
+    size_t n_stops;
+    sluice_sampling sp = c->a->sp;
+    sp.n_predict = (int32_t)c->a->n_predict;
+    sp.ignore_eos = c->a->ignore_eos;
+    sp.stop = sluice_chat_stop_strings(c->s, &n_stops);
+    sp.n_stop = n_stops;
+    sluice_callbacks cb = {.user = c, .on_text = on_text};
+    sluice_result res;
+    char err[1024];
     /* Ctrl-C stops the reply (not the program) while generating */
     struct sigaction stop = {.sa_handler = on_sigint}, old;
     interrupted = 0;
     sigaction(SIGINT, &stop, &old);
-    int rc = generate(c->cm.model, s, c->smp, ids + keep, n - keep, &go, &cb, &res, &err);
+    int rc = sluice_generate_tokens(c->s, ids, n, &sp, &cb, &res, err, sizeof err);
     sigaction(SIGINT, &old, NULL);
-    if (rc) cli_fail("%s", err.msg);
-    size_t held = (size_t)session_pos(s) > n ? (size_t)session_pos(s) - n : 0;
-    if (rc == 0) rc = set_kv(c, ids, n, res.ids, held < res.n_ids ? held : res.n_ids);
-    else c->n_kv = 0, session_rewind(s, 0, &err); /* unknown state: start clean next turn */
+    if (rc) cli_fail("%s", err);
     if (rc == 0) {
         fputc('\n', stdout);
         fflush(stdout);
         rc = push_msg(c, "assistant", res.text);
-        if (c->a->stats) print_turn_stats(c, &res, keep);
+        if (c->a->stats) print_turn_stats(c, &res);
     }
-    gen_result_free(&res);
+    sluice_result_free(&res);
     free(ids);
     return rc ? -1 : 0;
 }
@@ -345,26 +310,25 @@ int cmd_chat(int argc, char **argv)
     int r = parse_args(argc, argv, &a);
     if (r) return r < 0 ? 2 : 0;
     chat_state c = {.a = &a};
-    if (cli_model_open(&c.cm, &a.mo)) return 1;
-    cli_print_engine(&c.cm.eng, a.stats);
-    sl_err err;
+    if (cli_open(&a.mo, &c.s, &c.path)) return 1;
+    cli_print_notes(c.s, a.stats);
+    char err[1024];
     int rc = 0;
-    if (cli_chat_open(&c.chat, c.cm.model)) rc = 1;
-    if (!rc && sampler_create(&c.smp, &a.sp, model_n_vocab(c.cm.model), &err)) rc = cli_fail("%s", err.msg);
+    /* the template is parsed now, so a broken one is reported before the first turn */
+    char *probe = NULL;
+    if (sluice_chat_render(c.s, NULL, 0, 1, &probe, err, sizeof err)) rc = cli_fail("%s", err);
+    sluice_free(probe);
     if (!rc && a.system) rc = push_msg(&c, "system", a.system);
     if (!rc) {
         input_open(&c);
         if (c.el)
-            fprintf(stderr, "sluice chat: %s, context %d, %s template; /reset, /exit, Ctrl-D to quit\n", c.cm.path,
-                    (int)session_n_ctx(c.cm.session), c.chat.builtin ? "built-in ChatML" : "the model's");
+            fprintf(stderr, "sluice chat: %s, context %d; /reset, /exit, Ctrl-D to quit\n", c.path,
+                    (int)sluice_n_ctx(c.s));
         rc = loop(&c) ? 1 : 0;
         input_close(&c);
     }
     while (c.n_msgs) pop_msg(&c);
     free(c.msgs);
-    free(c.kv);
-    sampler_free(c.smp);
-    cli_chat_close(&c.chat);
-    cli_model_close(&c.cm);
+    sluice_close(c.s);
     return rc;
 }

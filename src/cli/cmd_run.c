@@ -1,20 +1,20 @@
 /* sluice run: one prompt in, generated text streamed out (or one JSON object
  * with --json).  The flags follow llama.cpp's llama-cli / llama-completion. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
-#include "decode/generate.h"
 
 typedef struct {
     cli_model_opts mo;
     const char *prompt, *prompt_file, *prompt_ids, *system, *logits_out, *stats_json;
     long n_predict;
-    sampler_params sp;
-    bool seed_set, chat, stats, json, ignore_eos, echo;
+    sluice_sampling sp;
+    bool chat, stats, json, ignore_eos, echo;
     const char **stops;
     size_t n_stops;
 } run_args;
@@ -37,6 +37,10 @@ static void usage(FILE *f)
             "      --top-p P          keep the smallest set with probability mass P (default 0.95; 1 = off)\n"
             "      --min-p P          drop tokens below P times the best one's probability (default 0.05; 0 = off)\n"
             "      --seed S           random seed (default -1: random; printed by --stats)\n"
+            "      --repeat-penalty R penalize the tokens of the last --repeat-last-n (default 1.0 = off)\n"
+            "      --repeat-last-n N  tokens the penalties look back over (default 64; 0 = off, -1 = the context)\n"
+            "      --presence-penalty P   subtract P from tokens seen there (default 0 = off)\n"
+            "      --frequency-penalty F  subtract F per occurrence there (default 0 = off)\n"
             "      --chat             wrap the prompt in the model's chat template (user turn)\n"
             "      --system TEXT      system message for --chat\n"
             "      --stop STR         stop when STR appears (not printed); repeatable\n"
@@ -81,12 +85,12 @@ static int parse_args(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->n_predict = -1;
-    a->sp = sampler_defaults();
+    a->sp = cli_sampling_default();
     optind = 1;
     opterr = 0;
     int opt, r;
     while ((opt = getopt_long(argc, argv, ":" CLI_GEN_SHORTOPTS "p:f:n:h", LONGOPTS, NULL)) != -1) {
-        if ((r = cli_gen_option(opt, optarg, &a->mo, &a->sp, &a->seed_set))) {
+        if ((r = cli_gen_option(opt, optarg, &a->mo, &a->sp))) {
             if (r < 0) return -1;
             continue;
         }
@@ -118,32 +122,35 @@ static int parse_args(int argc, char **argv, run_args *a)
     if (sources != 1) return FAIL("give exactly one of -p PROMPT, -f FILE or --prompt-ids IDS (sluice run --help)");
     if (a->prompt_ids && a->chat) return FAIL("--chat needs a text prompt, not --prompt-ids");
     if (a->system && !a->chat) return FAIL("--system needs --chat");
-    if (!a->seed_set) a->sp.seed = cli_random_seed();
     return 0;
 }
 
 /* ---- generation ---- */
 
+/* Set by SIGINT: generation stops after the current token, the figures are
+ * still printed, and the exit status is 130 as for a shell's interrupted
+ * command.  The only way a handler can talk to the loop. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
 typedef struct {
     const run_args *a;
-    sl_engine *eng;
     int failed;
 } run_ctx;
 
 static int on_text(void *ud, const char *text, size_t len)
 {
-    (void)ud;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
-}
-
-/* Once per generated token, i.e. once per forward pass (heat saves). */
-static int on_token(void *ud, int32_t id)
-{
-    (void)id;
-    engine_tick(((run_ctx *)ud)->eng);
-    return 0;
+    const run_ctx *c = ud;
+    if (!c->a->json) {
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+    }
+    return interrupted;
 }
 
 /* Little-endian f32 whatever the host order. */
@@ -167,29 +174,30 @@ static int write_logits(const char *path, const float *x, int32_t n)
     return 0;
 }
 
-static int on_prompt_logits(void *ud, const float *logits, int32_t n_vocab)
+static int on_prompt(void *ud, const float *logits, int32_t n_vocab)
 {
     run_ctx *c = ud;
-    engine_mark_prompt_end(c->eng);
     if (c->a->logits_out && write_logits(c->a->logits_out, logits, n_vocab)) c->failed = 1;
-    return c->failed;
+    return c->failed || interrupted;
 }
 
 /* The chat template's end-of-turn strings join the --stop strings. */
-static int add_chat_stops(run_args *a, const cli_chat *ch)
+static int add_chat_stops(run_args *a, const sluice *s)
 {
-    for (size_t i = 0; i < ch->n_stops; i++)
-        if (add_stop(a, ch->stops[i])) return -1;
+    size_t n;
+    const char *const *st = sluice_chat_stop_strings(s, &n);
+    for (size_t i = 0; i < n; i++)
+        if (add_stop(a, st[i])) return -1;
     return 0;
 }
 
 /* The prompt as token ids: given directly, through the chat template
  * (--chat), or the text of -p / -f tokenized as llama-cli does: BOS as the
  * vocabulary says, special tokens parsed.  *text_out: what the model reads. */
-static int prompt_tokens(run_args *a, const cli_model *cm, int32_t **ids, size_t *n, char **text_out)
+static int prompt_tokens(run_args *a, sluice *s, int32_t **ids, size_t *n, char **text_out)
 {
     *text_out = NULL;
-    if (a->prompt_ids) return cli_parse_ids(a->prompt_ids, model_n_vocab(cm->model), ids, n) ? -1 : 0;
+    if (a->prompt_ids) return cli_parse_ids(a->prompt_ids, sluice_n_vocab(s), ids, n) ? -1 : 0;
     size_t len = 0;
     char *text = a->prompt_file ? cli_read_file(a->prompt_file, &len) : strdup(a->prompt);
     if (!text) {
@@ -197,25 +205,21 @@ static int prompt_tokens(run_args *a, const cli_model *cm, int32_t **ids, size_t
         return -1;
     }
     if (!a->prompt_file) len = strlen(text);
+    char err[1024];
     int rc;
     if (a->chat) {
-        cli_chat ch;
-        if (cli_chat_open(&ch, cm->model)) {
-            free(text);
-            return -1;
-        }
-        chat_msg msgs[2] = {{"system", a->system}, {"user", text}};
+        sluice_message msgs[2] = {{"system", a->system}, {"user", text}};
         size_t first = a->system ? 0 : 1;
         char *rendered = NULL;
-        rc = cli_chat_tokens(&ch, cm->model, msgs + first, 2 - first, ids, n, &rendered);
-        if (rc == 0) rc = add_chat_stops(a, &ch);
-        cli_chat_close(&ch);
+        rc = sluice_chat_render(s, msgs + first, 2 - first, 1, &rendered, err, sizeof err);
+        if (rc) cli_fail("%s", err);
+        if (rc == 0) rc = cli_chat_ids(s, rendered, ids, n);
+        if (rc == 0) rc = add_chat_stops(a, s);
         free(text);
         text = rendered;
     } else {
-        sl_err err;
-        rc = vocab_tokenize(model_vocab(cm->model), text, len, true, true, ids, n, &err);
-        if (rc) cli_fail("tokenizing the prompt: %s", err.msg);
+        rc = sluice_tokenize(s, text, len, 1, 1, ids, n, err, sizeof err);
+        if (rc) cli_fail("tokenizing the prompt: %s", err);
     }
     if (rc == 0 && *n == 0) rc = cli_fail("the prompt is empty (no tokens)");
     if (rc) {
@@ -228,16 +232,23 @@ static int prompt_tokens(run_args *a, const cli_model *cm, int32_t **ids, size_t
     return 0;
 }
 
-static int print_json(const run_args *a, const int32_t *pids, size_t np, const gen_result *r, sl_engine *eng)
+/* The stats object of the run (sluice_stats_json), parsed. */
+static json_t *stats_object(const sluice *s)
+{
+    char *txt = sluice_stats_json(s);
+    json_t *o = txt ? json_loads(txt, 0, NULL) : NULL;
+    sluice_free(txt);
+    if (!o) cli_fail("cannot format the run's figures as JSON");
+    return o;
+}
+
+static int print_json(const int32_t *pids, size_t np, const sluice_result *r, json_t *stats)
 {
     json_t *o = json_object();
     json_object_set_new(o, "prompt_ids", cli_json_ids(pids, np));
     json_object_set_new(o, "ids", cli_json_ids(r->ids, r->n_ids));
     json_object_set_new(o, "text", cli_json_text(r->text, r->len));
-    stats_to_json(&r->stats, o);
-    json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
-    json_object_set_new(o, "seed", json_integer(a->sp.seed));
-    cli_prefetch_json(eng, o);
+    json_object_update(o, stats);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return cli_fail("cannot format the JSON output");
@@ -246,60 +257,64 @@ static int print_json(const run_args *a, const int32_t *pids, size_t np, const g
     return 0;
 }
 
-static int write_stats_json(const char *path, const gen_result *r, const sampler_params *sp, sl_engine *eng)
+/* --stats-json FILE, opened before generating so a bad path fails first. */
+static int write_stats_json(FILE *f, const char *path, json_t *stats)
 {
-    json_t *o = json_object();
-    stats_to_json(&r->stats, o);
-    json_object_set_new(o, "stop_reason", json_string(gen_stop_name(r->stop)));
-    json_object_set_new(o, "seed", json_integer(sp->seed));
-    cli_prefetch_json(eng, o);
-    int rc = cli_write_json(path, o);
-    json_decref(o);
-    return rc;
+    int bad = json_dumpf(stats, f, JSON_INDENT(2)) != 0;
+    bad |= fclose(f) != 0;
+    return bad ? cli_fail("cannot write %s", path) : 0;
 }
 
-static int run(run_args *a, cli_model *cm)
+static int run(run_args *a, sluice *s)
 {
     int32_t *pids = NULL;
     size_t np = 0;
     char *ptext = NULL;
-    if (prompt_tokens(a, cm, &pids, &np, &ptext)) return 1;
-    sl_err err;
-    sl_sampler *smp = NULL;
-    gen_result res = {0};
+    if (prompt_tokens(a, s, &pids, &np, &ptext)) return 1;
+    sluice_result res = {0};
     int rc = 1;
-    if (np > (size_t)session_n_ctx(cm->session)) {
-        cli_fail("the prompt has %zu tokens, more than the context size of %d (raise -c)", np,
-                 (int)session_n_ctx(cm->session));
+    FILE *sj = NULL;
+    if (np > (size_t)sluice_n_ctx(s)) {
+        cli_fail("the prompt has %zu tokens, more than the context size of %d (raise -c)", np, (int)sluice_n_ctx(s));
         goto out;
     }
-    if (sampler_create(&smp, &a->sp, model_n_vocab(cm->model), &err)) {
-        cli_fail("%s", err.msg);
+    if (a->stats_json && !(sj = fopen(a->stats_json, "w"))) {
+        cli_fail("cannot create %s", a->stats_json);
         goto out;
     }
-    run_ctx rc_ctx = {a, &cm->eng, 0};
-    gen_opts go = {(int32_t)a->n_predict, a->ignore_eos, a->stops, a->n_stops};
-    gen_callbacks cb = {&rc_ctx, on_prompt_logits, on_token, a->json ? NULL : on_text};
+    run_ctx ctx = {a, 0};
+    sluice_sampling sp = a->sp;
+    sp.n_predict = (int32_t)a->n_predict;
+    sp.ignore_eos = a->ignore_eos;
+    sp.stop = a->stops, sp.n_stop = a->n_stops;
+    sluice_callbacks cb = {.user = &ctx, .on_text = on_text, .on_prompt = on_prompt};
     if (a->echo && !a->json && ptext) fputs(ptext, stdout); /* what the model sees, template included */
-    engine_mark_prompt_start(&cm->eng);
-    if (generate(cm->model, cm->session, smp, pids, np, &go, &cb, &res, &err)) {
-        cli_fail("%s", err.msg);
+    struct sigaction stop = {.sa_handler = on_sigint}, old;
+    sigaction(SIGINT, &stop, &old);
+    char err[1024];
+    int g = sluice_generate_tokens(s, pids, np, &sp, &cb, &res, err, sizeof err);
+    sigaction(SIGINT, &old, NULL);
+    if (g) {
+        cli_fail("%s", err);
         goto out;
     }
-    if (rc_ctx.failed) goto out;
-    cli_stream_stats(&cm->eng, &res.stats);
+    if (ctx.failed) goto out;
+    json_t *st = stats_object(s);
+    if (!st) goto out;
     /* end the text's last line so the shell prompt or the --stats lines start on their own */
     bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';
     if (open_line && isatty(STDOUT_FILENO)) putchar('\n');
     else if (open_line && a->stats) fputc('\n', stderr);
-    if (a->json && print_json(a, pids, np, &res, &cm->eng)) goto out;
-    if (a->stats) cli_print_stats(stderr, &res.stats, &a->sp), cli_print_prefetch(stderr, &cm->eng);
-    if (a->stats_json && write_stats_json(a->stats_json, &res, &a->sp, &cm->eng)) goto out;
-    rc = 0;
+    rc = a->json ? print_json(pids, np, &res, st) : 0;
+    if (a->stats) cli_print_stats(stderr, st);
+    if (sj && write_stats_json(sj, a->stats_json, st)) rc = 1;
+    sj = NULL;
+    json_decref(st);
+    if (rc == 0 && interrupted) rc = 130;
 out:
+    if (sj) fclose(sj);
     fflush(stdout);
-    gen_result_free(&res);
-    sampler_free(smp);
+    sluice_result_free(&res);
     free(pids);
     free(ptext);
     return rc;
@@ -313,14 +328,14 @@ int cmd_run(int argc, char **argv)
         free(a.stops);
         return r < 0 ? 2 : 0;
     }
-    cli_model cm;
-    if (cli_model_open(&cm, &a.mo)) {
+    sluice *s;
+    if (cli_open(&a.mo, &s, NULL)) {
         free(a.stops);
         return 1;
     }
-    cli_print_engine(&cm.eng, a.stats);
-    int rc = run(&a, &cm);
-    cli_model_close(&cm);
+    cli_print_notes(s, a.stats);
+    int rc = run(&a, s);
+    sluice_close(s);
     free(a.stops);
     return rc;
 }

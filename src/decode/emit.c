@@ -134,13 +134,20 @@ int emitter_finish(gen_emitter *e, gen_stop reason, sl_err *err)
 
 int emitter_push(gen_emitter *e, int32_t id, sl_err *err)
 {
+    gen_token t = {.id = id};
+    return emitter_push_token(e, &t, err);
+}
+
+int emitter_push_token(gen_emitter *e, const gen_token *t, sl_err *err)
+{
     gen_result *r = e->res;
+    int32_t id = t->id;
     if (r->stop != GEN_RUNNING) return 1;
     if (!e->opts.ignore_eog && vocab_is_eog(e->vocab, id))
         return emitter_finish(e, GEN_STOP_EOG, err) ? -1 : 1;
     if (grow((void **)&r->ids, &r->ids_cap, r->n_ids + 1, sizeof *r->ids, err)) return -1;
     r->ids[r->n_ids++] = id;
-    if (e->cb.on_token && e->cb.on_token(e->cb.ud, id)) r->stop = GEN_STOP_CALLER;
+    if (e->cb.on_token && e->cb.on_token(e->cb.ud, t)) r->stop = GEN_STOP_CALLER;
     char piece[2048]; /* longer than any token of a real vocabulary */
     size_t n = detok_push(&e->detok, e->vocab, id, piece, sizeof piece);
     if (hold_text(e, piece, n, err)) return -1;

@@ -34,7 +34,24 @@ typedef struct {
     bool ignore_eog;          /* keep going through EOG tokens */
     const char *const *stops; /* stop strings (empty ones are ignored) */
     size_t n_stops;
+    bool logprobs;            /* compute gen_token.logprob for on_token */
+    int32_t n_probs;          /* ... and this many alternatives (gen_token.top) */
 } gen_opts;
+
+/* A token with its log-probability under the softmax of the model's raw
+ * logits (before penalties, temperature or truncation: what llama-server
+ * and the OpenAI API report), and the most likely alternatives. */
+typedef struct {
+    int32_t id;
+    float logprob;
+} gen_logprob;
+
+typedef struct {
+    int32_t id;
+    float logprob;          /* 0 when the loop was not asked for log-probabilities */
+    const gen_logprob *top; /* best first (ties: lower id); n_top of them */
+    int32_t n_top;
+} gen_token;
 
 /* Every callback is optional; a nonzero return stops generation
  * (GEN_STOP_CALLER). */
@@ -43,7 +60,7 @@ typedef struct {
     /* Logits of the last prompt position, before the first sample. */
     int (*on_prompt_logits)(void *ud, const float *logits, int32_t n_vocab);
     /* Each token that becomes part of the output, in order. */
-    int (*on_token)(void *ud, int32_t id);
+    int (*on_token)(void *ud, const gen_token *t);
     /* Output text as it becomes safe to show. */
     int (*on_text)(void *ud, const char *text, size_t len);
 } gen_callbacks;
@@ -75,6 +92,8 @@ void emitter_init(gen_emitter *e, const sl_vocab *v, const gen_opts *o, const ge
 /* Feeds one sampled token.  Returns 0 to continue, 1 when generation has
  * stopped (res->stop says why; held text is flushed), -1 on error. */
 int emitter_push(gen_emitter *e, int32_t id, sl_err *err);
+/* The same with the token's log-probabilities for on_token. */
+int emitter_push_token(gen_emitter *e, const gen_token *t, sl_err *err);
 /* Ends generation for REASON (if still running) and shows the held text. */
 int emitter_finish(gen_emitter *e, gen_stop reason, sl_err *err);
 void emitter_free(gen_emitter *e);

@@ -4,8 +4,17 @@
  * probabilities in the array's current order and we want the same floats. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "decode/sampler.h"
+
+/* The penalty window: the last `cap` accepted tokens in a ring, and how
+ * often each token occurs in it (count[id], over the whole vocabulary so
+ * that accepting is O(1)). */
+typedef struct {
+    int32_t *ring, *count;
+    size_t cap, len, head; /* head: index of the oldest entry */
+} penalty_window;
 
 struct sl_sampler {
     sampler_params par;
@@ -14,11 +23,62 @@ struct sl_sampler {
     size_t n;
     bool sorted;
     sl_rng rng;
+    bool penalize;      /* some penalty is on */
+    penalty_window win;
+    float *work;        /* the logits after the penalties (n_vocab) */
 };
 
 sampler_params sampler_defaults(void)
 {
-    return (sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .min_keep = 0, .seed = 0};
+    return (sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .min_keep = 0, .seed = 0,
+                            .repeat_penalty = 1.0f, .repeat_last_n = 64};
+}
+
+/* llama.cpp leaves the penalty stage out when it would change nothing. */
+static bool penalties_on(const sampler_params *p)
+{
+    return p->repeat_last_n > 0 &&
+           (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+}
+
+static void window_push(penalty_window *w, int32_t id)
+{
+    if (w->len == w->cap) {
+        w->count[w->ring[w->head]]--;
+        w->ring[w->head] = id;
+        w->head = (w->head + 1) % w->cap;
+    } else {
+        w->ring[(w->head + w->len++) % w->cap] = id;
+    }
+    w->count[id]++;
+}
+
+/* Each distinct token of the window once: its count is negated while it is
+ * being visited, then restored, so no second table is needed. */
+static void apply_penalties(sl_sampler *s, float *x)
+{
+    penalty_window *w = &s->win;
+    const sampler_params *p = &s->par;
+    for (size_t i = 0; i < w->len; i++) {
+        int32_t id = w->ring[(w->head + i) % w->cap], c = w->count[id];
+        if (c <= 0) continue;
+        x[id] = x[id] <= 0 ? x[id] * p->repeat_penalty : x[id] / p->repeat_penalty;
+        x[id] -= (float)c * p->frequency_penalty + (float)(c > 0) * p->presence_penalty;
+        w->count[id] = -c;
+    }
+    for (size_t i = 0; i < w->len; i++) {
+        int32_t id = w->ring[(w->head + i) % w->cap];
+        if (w->count[id] < 0) w->count[id] = -w->count[id];
+    }
+}
+
+/* The logits the chain works on: LOGITS itself, or a penalized copy. */
+static const float *chain_input(sl_sampler *s, const float *logits)
+{
+    if (!s->penalize || s->win.len == 0) return logits;
+    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *logits);
+    apply_penalties(s, s->work);
+    return s->work;
 }
 
 int sampler_create(sl_sampler **out, const sampler_params *p, int32_t n_vocab, sl_err *err)
@@ -34,6 +94,17 @@ int sampler_create(sl_sampler **out, const sampler_params *p, int32_t n_vocab, s
     s->par = *p;
     s->n_vocab = n_vocab;
     rng_seed(&s->rng, p->seed);
+    s->penalize = penalties_on(p);
+    if (s->penalize) {
+        s->win.cap = (size_t)p->repeat_last_n;
+        s->win.ring = malloc(s->win.cap * sizeof *s->win.ring);
+        s->win.count = calloc((size_t)n_vocab, sizeof *s->win.count);
+        s->work = malloc((size_t)n_vocab * sizeof *s->work);
+        if (!s->win.ring || !s->win.count || !s->work) {
+            sampler_free(s);
+            return sl_errf(err, "sampler: out of memory for a penalty window of %d tokens", (int)p->repeat_last_n);
+        }
+    }
     *out = s;
     return 0;
 }
@@ -41,15 +112,30 @@ int sampler_create(sl_sampler **out, const sampler_params *p, int32_t n_vocab, s
 void sampler_free(sl_sampler *s)
 {
     if (!s) return;
+    free(s->win.ring);
+    free(s->win.count);
+    free(s->work);
     free(s->cand);
     free(s);
 }
 
 const sampler_params *sampler_get_params(const sl_sampler *s) { return &s->par; }
 
-/* The chain has no history-dependent stage yet: accepting is a no-op and a
- * sampler's state is its random stream. */
-void sampler_accept(sl_sampler *s, int32_t id) { (void)s, (void)id; }
+/* Ids outside the vocabulary never reach here from the engine (session_eval
+ * refuses them); a caller's stray id is ignored rather than indexing out. */
+static void accept_history(sl_sampler *s, int32_t id)
+{
+    if (s->penalize && id >= 0 && id < s->n_vocab) window_push(&s->win, id);
+}
+
+void sampler_accept(sl_sampler *s, int32_t id) { accept_history(s, id); }
+
+void sampler_accept_prompt(sl_sampler *s, const int32_t *ids, size_t n)
+{
+    /* only the last `cap` tokens can stay in the window */
+    size_t from = s->penalize && n > s->win.cap ? n - s->win.cap : 0;
+    for (size_t i = from; i < n; i++) accept_history(s, ids[i]);
+}
 
 int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err)
 {
@@ -58,7 +144,18 @@ int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err)
     return 0;
 }
 
-void sampler_copy_state(sl_sampler *dst, const sl_sampler *src) { dst->rng = src->rng; }
+/* The window is copied entry by entry (the counts follow), so the cost is
+ * the window's length, not the vocabulary's. */
+void sampler_copy_state(sl_sampler *dst, const sl_sampler *src)
+{
+    dst->rng = src->rng;
+    if (!dst->penalize || !src->penalize) return;
+    penalty_window *d = &dst->win;
+    const penalty_window *w = &src->win;
+    for (size_t i = 0; i < d->len; i++) d->count[d->ring[(d->head + i) % d->cap]] = 0;
+    d->len = d->head = 0;
+    for (size_t i = 0; i < w->len; i++) window_push(d, w->ring[(w->head + i) % w->cap]);
+}
 
 void sampler_reseed(sl_sampler *s, uint32_t seed)
 {
@@ -283,6 +380,7 @@ static void run_chain(sl_sampler *s, const float *logits)
 
 int32_t sampler_sample(sl_sampler *s, const float *logits)
 {
+    logits = chain_input(s, logits);
     if (s->par.temp <= 0.0f) return sampler_argmax(logits, s->n_vocab);
     run_chain(s, logits);
     return s->cand[dist(s, &s->rng)].id;
@@ -290,6 +388,7 @@ int32_t sampler_sample(sl_sampler *s, const float *logits)
 
 size_t sampler_candidates(sl_sampler *s, const float *logits, const sl_cand **out)
 {
+    logits = chain_input(s, logits);
     if (s->par.temp <= 0.0f) {
         int32_t id = sampler_argmax(logits, s->n_vocab);
         s->cand[0] = (sl_cand){id, logits[id], 1.0f};

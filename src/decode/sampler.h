@@ -1,14 +1,19 @@
 /* Token sampling, the way llama.cpp's default chain does it.
  *
  * Chain (llama-cli's default order with its no-op stages left out):
- *   top-k -> top-p -> min-p -> temperature -> draw from the softmax.
+ *   penalties -> top-k -> top-p -> min-p -> temperature -> draw from the softmax.
+ * Penalties (repeat, frequency, presence over the last repeat_last_n tokens
+ * of the sequence) change the logits of the tokens in that window, with
+ * llama.cpp's arithmetic: a logit <= 0 is multiplied by the repeat penalty,
+ * a positive one divided, then count * frequency + presence is subtracted.
  * Each stage works on the candidates the previous one left, with the same
  * float arithmetic as llama.cpp, and the draw uses the same MT19937 stream
  * (rng.h), so a fixed seed picks what llama.cpp picks for the same logits.
  * One deliberate difference: candidates with equal logits are ordered by
  * lower id (llama.cpp leaves that to std::partial_sort).
  *
- * Temperature <= 0 is greedy: the argmax, ties going to the lowest id. */
+ * Temperature <= 0 is greedy: the argmax (after the penalties), ties going
+ * to the lowest id. */
 #ifndef SLUICE_SAMPLER_H
 #define SLUICE_SAMPLER_H
 
@@ -26,9 +31,14 @@ typedef struct {
     float min_p;    /* <= 0: off */
     int32_t min_keep; /* top-p / min-p keep at least this many (0 = 1) */
     uint32_t seed;
+    float repeat_penalty;    /* 1: off */
+    int32_t repeat_last_n;   /* tokens of history the penalties look at; <= 0: off */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
 } sampler_params;
 
-/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 0. */
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 0,
+ * penalties off (repeat 1 over the last 64 tokens, frequency 0, presence 0). */
 sampler_params sampler_defaults(void);
 
 /* One candidate token: its logit after the stages so far and, once a stage
@@ -47,11 +57,15 @@ const sampler_params *sampler_get_params(const sl_sampler *s);
 /* Restarts the random stream (same seed -> same draws). */
 void sampler_reseed(sl_sampler *s, uint32_t seed);
 
-/* Tells the sampler that ID became part of the sequence (prompt tokens
- * included).  Stages that depend on the history (repetition penalties, a
+/* Tells the sampler that the generated token ID became part of the
+ * sequence.  Stages that depend on the history (repetition penalties, a
  * grammar) read it; sampler_sample does not accept by itself, because a
  * drafted token is sampled at a position that may be rolled back. */
 void sampler_accept(sl_sampler *s, int32_t id);
+/* Prompt (or earlier context) tokens: they enter the penalty history but do
+ * not advance a grammar (llama.cpp's common_sampler_accept with
+ * accept_grammar false). */
+void sampler_accept_prompt(sl_sampler *s, const int32_t *ids, size_t n);
 /* A sampler with the same parameters, history and random stream, for
  * evaluating the chain at positions ahead of the accepted one (drafting). */
 int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err);

@@ -6,10 +6,12 @@
 #define F(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit, 0}
 #define S(key, kind, label, unit) {#key, kind, offsetof(gen_stats, key), label, unit, 1}
 static const stat_field FIELDS[] = {
+    F(load_s, STAT_F64, "load time", "s"),
     F(prompt_tokens, STAT_I64, "prompt tokens", ""),
+    F(cached_tokens, STAT_I64, NULL, ""),
     F(generated_tokens, STAT_I64, "generated tokens", ""),
-    F(prompt_s, STAT_F64, NULL, "s"),
-    F(decode_s, STAT_F64, NULL, "s"),
+    F(prompt_s, STAT_F64, "prompt time", "s"),
+    F(decode_s, STAT_F64, "generation time", "s"),
     F(decode_steps, STAT_I64, NULL, ""),
     F(prompt_tps, STAT_F64, "prompt", "tokens/s"),
     F(decode_tps, STAT_F64, "decode", "tokens/s"),

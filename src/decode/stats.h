@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 typedef struct {
+    double load_s;            /* opening the model (sluice_open), wall clock */
     int64_t prompt_tokens;    /* tokens evaluated for the prompt */
+    int64_t cached_tokens;    /* prompt tokens reused from the context, not evaluated */
     int64_t generated_tokens; /* tokens in the output (an ending EOG excluded) */
     double prompt_s;          /* prompt evaluation, wall clock */
     double decode_s;          /* from the first sampled token to the last */

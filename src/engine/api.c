@@ -1,131 +1,656 @@
-/* The public API (include/sluice.h): a thin layer over the engine and the
- * generation loop, so embedders get exactly what `sluice run` does. */
+/* The public API (include/sluice.h): the engine (engine.h) for placement
+ * and figures, a gen_seq for the context and the generation loop of
+ * decode/generate.h.  The sluice commands are built on it, so embedders get
+ * exactly what `sluice run` and `sluice chat` do. */
 #include "sluice.h"
 
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "chat/chat.h"
 #include "decode/generate.h"
+#include "engine/api_int.h"
 #include "engine/engine.h"
+#include "util/clock.h"
 
-enum { DEFAULT_CTX_CAP = 4096 };
+enum { DEFAULT_CTX_CAP = 4096, MAX_PROBS = 64, PIECE_CAP = 512 };
 
 struct sluice {
     sl_engine eng;
+    gen_seq seq;
+    double load_s;
+    char *name;             /* general.name or the file's base name */
+    /* chat template, parsed on first use */
+    chat_tmpl *tmpl;
+    const char *const *stops;
+    size_t n_stops;
+    char *tmpl_src;         /* sluice_options.chat_template, copied */
+    /* the last generation */
     gen_stats last;
+    gen_stop last_stop;
+    uint32_t last_seed;
+    char notes[2048];
 };
 
-static int fail(char *err, size_t cap, const char *msg)
+struct sluice_sampler {
+    sluice *s;
+    sl_sampler *smp;
+};
+
+/* ------------------------------------------------------------- errors */
+
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...)
 {
     if (err && cap) {
-        strncpy(err, msg, cap - 1);
-        err[cap - 1] = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
     }
     return -1;
 }
 
-sluice_sampling sluice_sampling_default(void)
+static int ok(char *err, size_t cap)
 {
-    sampler_params d = sampler_defaults();
-    return (sluice_sampling){.temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
-                             .seed = d.seed, .n_predict = 128};
+    if (err && cap) err[0] = 0;
+    return 0;
+}
+
+void sluice_free(void *p) { free(p); }
+
+/* --------------------------------------------------------------- open */
+
+sluice_options sluice_options_default(void) { return (sluice_options){.flash_attn = -1}; }
+
+/* The KV type and flash attention pair as the session names it. */
+static int kv_mode(const sluice_options *o, sl_kv_mode *out, char *err, size_t cap)
+{
+    const char *t = o->kv_type ? o->kv_type : "f16";
+    if (!strcmp(t, "f16")) *out = o->flash_attn == 0 ? SL_KV_F16 : SL_KV_F16_FLASH;
+    else if (!strcmp(t, "f32")) {
+        if (o->flash_attn == 1) return fail(err, cap, "flash attention needs an f16 KV cache (kv_type f32 given)");
+        *out = SL_KV_F32;
+    } else return fail(err, cap, "kv_type must be f16 or f32, not '%s'", t);
+    return 0;
+}
+
+static int engine_options(const sluice_options *o, const sluice_open_extra *x, engine_opts *eo, char *err,
+                          size_t cap)
+{
+    if (!o || !o->model) return fail(err, cap, "no model given (sluice_options.model is NULL)");
+    *eo = (engine_opts){.model_path = o->model, .n_ctx = o->n_ctx, .threads = o->threads, .n_batch = o->n_batch,
+                        .mem = o->mem_bytes, .pin = o->pin_bytes, .heat_file = o->heat_file,
+                        .no_heat = o->no_heat, .pack = o->pack};
+    eo->n_ctx_cap = x && x->n_ctx_cap > 0 ? x->n_ctx_cap : DEFAULT_CTX_CAP;
+    if (x) eo->verify = x->verify, eo->fault = x->fault, eo->fault_ctx = x->fault_ctx;
+    if (o->n_ctx < 0) eo->n_ctx = 0;
+    if (o->io) {
+        int io = store_io_parse(o->io);
+        if (io < 0) return fail(err, cap, "io must be uring, pread or mmap, not '%s'", o->io);
+        eo->io = (store_io)io, eo->io_set = true;
+    }
+    if (o->prefetch) {
+        int m = sl_prefetch_mode_parse(o->prefetch);
+        if (m < 0) return fail(err, cap, "prefetch must be auto, next or off, not '%s'", o->prefetch);
+        eo->prefetch = (sl_prefetch_mode)m, eo->prefetch_set = true;
+    }
+    if (o->flash_attn < -1 || o->flash_attn > 1) return fail(err, cap, "flash_attn must be -1, 0 or 1");
+    if (o->draft) return fail(err, cap, "speculative decoding (draft '%s') is not available in this build", o->draft);
+    return kv_mode(o, &eo->kv_mode, err, cap);
+}
+
+static char *model_name(const sl_model *m, const char *path)
+{
+    const gguf_str *v;
+    sl_err e;
+    if (gguf_get_str(model_gguf(m), "general.name", &v, &e) == 1 && v->len) return strndup(v->s, v->len);
+    const char *b = strrchr(path, '/');
+    return strdup(b ? b + 1 : path);
+}
+
+int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extra *x, char *err, size_t cap)
+{
+    *out = NULL;
+    engine_opts eo;
+    if (engine_options(o, x, &eo, err, cap)) return -1;
+    sluice *s = calloc(1, sizeof *s);
+    if (!s) return fail(err, cap, "out of memory");
+    double t0 = sl_now();
+    sl_err e;
+    if (engine_open(&s->eng, &eo, &e)) {
+        free(s);
+        return fail(err, cap, "%s", e.msg);
+    }
+    s->load_s = sl_now() - t0;
+    s->name = model_name(s->eng.model, o->model);
+    if (o->chat_template) s->tmpl_src = strdup(o->chat_template);
+    if (!s->name || (o->chat_template && !s->tmpl_src)) {
+        sluice_close(s);
+        return fail(err, cap, "out of memory");
+    }
+    if (seq_init(&s->seq, s->eng.session, model_n_vocab(s->eng.model), &e)) {
+        sluice_close(s);
+        return fail(err, cap, "%s", e.msg);
+    }
+    s->last.load_s = s->load_s;
+    *out = s;
+    return ok(err, cap);
 }
 
 int sluice_open(sluice **out, const sluice_options *o, char *err, size_t cap)
 {
-    *out = NULL;
-    engine_opts eo = {.model_path = o->model, .n_ctx = o->n_ctx, .n_ctx_cap = DEFAULT_CTX_CAP,
-                      .threads = o->threads, .mem = o->mem_bytes, .pack = o->pack};
-    if (o->io) {
-        int io = store_io_parse(o->io);
-        if (io < 0) return fail(err, cap, "io must be uring, pread or mmap");
-        eo.io = (store_io)io, eo.io_set = true;
-    }
-    sluice *s = calloc(1, sizeof *s);
-    if (!s) return fail(err, cap, "out of memory");
-    sl_err e;
-    if (engine_open(&s->eng, &eo, &e)) {
-        free(s);
-        return fail(err, cap, e.msg);
-    }
-    *out = s;
-    return 0;
+    return sluice_open_ex(out, o, NULL, err, cap);
 }
 
 void sluice_close(sluice *s)
 {
     if (!s) return;
+    seq_free(&s->seq);
     engine_close(&s->eng);
+    chat_tmpl_free(s->tmpl);
+    free(s->tmpl_src);
+    free(s->name);
     free(s);
 }
 
-void sluice_reset(sluice *s)
+static void add_line(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_line(char *buf, size_t cap, const char *fmt, ...)
 {
+    size_t n = strlen(buf);
+    if (n + 2 >= cap) return;
+    if (n) buf[n++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+static const char *fmt_gib(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= 1ull << 30) snprintf(buf, cap, "%.2f GiB", (double)b / (1 << 30));
+    else snprintf(buf, cap, "%.1f MiB", (double)b / (1 << 20));
+    return buf;
+}
+
+const char *sluice_notes(const sluice *cs, int verbose)
+{
+    sluice *s = (sluice *)cs; /* the text is built in the handle's buffer */
+    const sl_engine *e = &s->eng;
+    snprintf(s->notes, sizeof s->notes, "%s", e->note);
+    if (!verbose || !e->streaming || e->io == STORE_IO_MMAP) return s->notes;
+    char a[32], b[32], c[32], d[32], f[32];
+    const mem_plan *p = &e->plan;
+    add_line(s->notes, sizeof s->notes,
+             "streaming experts (%s): budget %s = spine %s + KV %s + scratch/runtime %s + cache %s (%lld experts of %lld)",
+             store_io_name(e->io), fmt_gib(p->total, a, 32), fmt_gib(p->spine, b, 32), fmt_gib(p->kv, c, 32),
+             fmt_gib(p->scratch + p->runtime + p->meta, d, 32), fmt_gib(p->cache, f, 32), (long long)p->slots,
+             (long long)p->experts);
+    if (e->info[0]) add_line(s->notes, sizeof s->notes, "heat: %s", e->info);
+    return s->notes;
+}
+
+const char *sluice_model_name(const sluice *s) { return s->name; }
+const char *sluice_model_arch(const sluice *s) { return model_arch(s->eng.model); }
+int32_t sluice_n_vocab(const sluice *s) { return model_n_vocab(s->eng.model); }
+int32_t sluice_n_ctx(const sluice *s) { return session_n_ctx(s->eng.session); }
+int32_t sluice_n_ctx_train(const sluice *s) { return model_n_ctx_train(s->eng.model); }
+
+/* ------------------------------------------------------------- tokens */
+
+static const sl_vocab *vocab(const sluice *s) { return model_vocab(s->eng.model); }
+
+int sluice_tokenize(sluice *s, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids,
+                    size_t *n_ids, char *err, size_t cap)
+{
+    *ids = NULL, *n_ids = 0;
     sl_err e;
-    session_rewind(s->eng.session, 0, &e); /* position 0 is always restorable */
+    if (vocab_tokenize(vocab(s), text, len, add_bos, parse_special, ids, n_ids, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
+}
+
+int sluice_detokenize(sluice *s, const int32_t *ids, size_t n, int special, char **text, size_t *len, char *err,
+                      size_t cap)
+{
+    *text = NULL;
+    int32_t nv = sluice_n_vocab(s);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= nv)
+            return fail(err, cap, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, nv);
+    sl_err e;
+    size_t l = 0;
+    if (vocab_detokenize(vocab(s), ids, n, false, special, text, &l, &e)) return fail(err, cap, "%s", e.msg);
+    if (len) *len = l;
+    return ok(err, cap);
+}
+
+int sluice_token_is_eog(const sluice *s, int32_t id) { return vocab_is_eog(vocab(s), id); }
+
+/* --------------------------------------------------------------- chat */
+
+/* ChatML, what llama.cpp falls back to for a model without a template. */
+static const char CHATML[] =
+    "{%- for message in messages -%}\n"
+    "{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}";
+
+/* The template's source: sluice_options.chat_template (Jinja text, "chatml",
+ * or the name of a template the GGUF carries), else the model's own, else
+ * ChatML. */
+static int template_text(sluice *s, const char **text, size_t *len, char *err, size_t cap)
+{
+    const gguf_file *g = model_gguf(s->eng.model);
+    sl_err e;
+    const char *t = s->tmpl_src;
+    if (t && (strstr(t, "{{") || strstr(t, "{%"))) {
+        *text = t, *len = strlen(t);
+        return 0;
+    }
+    if (t && !strcmp(t, "chatml")) {
+        *text = CHATML, *len = strlen(CHATML);
+        return 0;
+    }
+    if (t) {
+        if (chat_template_for_model(g, t, text, len, &e))
+            return fail(err, cap, "chat template '%s' is neither Jinja text, \"chatml\" nor a template the model names: %s",
+                        t, e.msg);
+        return 0;
+    }
+    const gguf_str *v;
+    int has = gguf_get_str(g, "tokenizer.chat_template", &v, &e);
+    if (has < 0) return fail(err, cap, "%s", e.msg);
+    *text = has ? v->s : CHATML;
+    *len = has ? (size_t)v->len : strlen(CHATML);
+    return 0;
+}
+
+static int chat_open(sluice *s, char *err, size_t cap)
+{
+    if (s->tmpl) return 0;
+    const char *text;
+    size_t len;
+    if (template_text(s, &text, &len, err, cap)) return -1;
+    sl_err e;
+    if (chat_tmpl_parse(&s->tmpl, text, len, &e)) return fail(err, cap, "chat template: %s", e.msg);
+    s->stops = chat_stop_strings(chat_detect_family(text, len));
+    for (s->n_stops = 0; s->stops[s->n_stops]; s->n_stops++) {}
+    return 0;
+}
+
+static const char *token_text(const sluice *s, int32_t id) { return id >= 0 ? vocab_token_text(vocab(s), id) : NULL; }
+
+int sluice_chat_render(sluice *s, const sluice_message *msgs, size_t n, int add_generation_prompt, char **text,
+                       char *err, size_t cap)
+{
+    *text = NULL;
+    if (chat_open(s, err, cap)) return -1;
+    chat_msg *m = malloc((n ? n : 1) * sizeof *m);
+    if (!m) return fail(err, cap, "out of memory");
+    for (size_t i = 0; i < n; i++) m[i] = (chat_msg){msgs[i].role, msgs[i].content};
+    chat_req r = {.msgs = m, .n_msgs = n, .add_generation_prompt = add_generation_prompt,
+                  .bos_token = token_text(s, vocab_bos(vocab(s))), .eos_token = token_text(s, vocab_eos(vocab(s)))};
+    sl_err e;
+    int rc = chat_tmpl_render(s->tmpl, &r, text, NULL, &e);
+    free(m);
+    return rc ? fail(err, cap, "chat template: %s", e.msg) : ok(err, cap);
+}
+
+const char *const *sluice_chat_stop_strings(const sluice *cs, size_t *n)
+{
+    sluice *s = (sluice *)cs; /* parses the template on first use */
+    if (chat_open(s, NULL, 0)) {
+        *n = 0;
+        return NULL;
+    }
+    *n = s->n_stops;
+    return s->stops;
+}
+
+/* ----------------------------------------------------------- sampling */
+
+sluice_sampling sluice_sampling_default(void)
+{
+    sampler_params d = sampler_defaults();
+    return (sluice_sampling){.temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
+                             .repeat_penalty = d.repeat_penalty, .repeat_last_n = d.repeat_last_n,
+                             .presence_penalty = d.presence_penalty, .frequency_penalty = d.frequency_penalty,
+                             .seed = SLUICE_SEED_RANDOM, .n_predict = 128};
+}
+
+static uint32_t os_seed(void)
+{
+    uint32_t v;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+    return v == SLUICE_SEED_RANDOM ? 0 : v;
+}
+
+static int make_sampler(sluice *s, const sluice_sampling *sp, sl_sampler **out, char *err, size_t cap)
+{
+    if (sp->repeat_last_n < -1) return fail(err, cap, "repeat_last_n must be -1 (the context), 0 (off) or more");
+    if (sp->n_probs < 0 || sp->n_probs > MAX_PROBS) return fail(err, cap, "n_probs must be in [0, %d]", MAX_PROBS);
+    if (sp->grammar || sp->json_schema) return fail(err, cap, "grammar-constrained sampling is not available in this build");
+    sampler_params p = {.temp = sp->temp, .top_k = sp->top_k, .top_p = sp->top_p, .min_p = sp->min_p,
+                        .seed = sp->seed == SLUICE_SEED_RANDOM ? os_seed() : sp->seed,
+                        .repeat_penalty = sp->repeat_penalty, .frequency_penalty = sp->frequency_penalty,
+                        .presence_penalty = sp->presence_penalty,
+                        .repeat_last_n = sp->repeat_last_n < 0 ? sluice_n_ctx(s) : sp->repeat_last_n};
+    sl_err e;
+    if (sampler_create(out, &p, sluice_n_vocab(s), &e)) return fail(err, cap, "%s", e.msg);
+    return 0;
+}
+
+int sluice_sampler_new(sluice *s, const sluice_sampling *sp, sluice_sampler **out, char *err, size_t cap)
+{
+    *out = NULL;
+    sluice_sampler *w = calloc(1, sizeof *w);
+    if (!w) return fail(err, cap, "out of memory");
+    w->s = s;
+    if (make_sampler(s, sp, &w->smp, err, cap)) return free(w), -1;
+    *out = w;
+    return ok(err, cap);
+}
+
+void sluice_sampler_free(sluice_sampler *w)
+{
+    if (!w) return;
+    sampler_free(w->smp);
+    free(w);
+}
+
+int32_t sluice_sampler_sample(sluice_sampler *w, const float *logits) { return sampler_sample(w->smp, logits); }
+void sluice_sampler_accept(sluice_sampler *w, int32_t id) { sampler_accept(w->smp, id); }
+
+/* ------------------------------------------------------------ generate */
+
+void sluice_result_free(sluice_result *r)
+{
+    if (!r) return;
+    free(r->text);
+    free(r->ids);
+    memset(r, 0, sizeof *r);
 }
 
 typedef struct {
     sluice *s;
-    sluice_text_fn fn;
-    void *user;
+    const sluice_callbacks *cb;
+    sluice_text_fn text_fn;
+    void *text_user;
 } relay;
 
 static int relay_text(void *ud, const char *text, size_t len)
 {
     relay *r = ud;
-    return r->fn ? r->fn(r->user, text, len) : 0;
+    if (r->text_fn) return r->text_fn(r->text_user, text, len);
+    return r->cb && r->cb->on_text ? r->cb->on_text(r->cb->user, text, len) : 0;
 }
 
 static int relay_prompt(void *ud, const float *logits, int32_t n)
 {
-    (void)logits, (void)n;
-    engine_mark_prompt_end(&((relay *)ud)->s->eng);
-    return 0;
+    relay *r = ud;
+    engine_mark_prompt_end(&r->s->eng);
+    return r->cb && r->cb->on_prompt ? r->cb->on_prompt(r->cb->user, logits, n) : 0;
 }
 
-static int relay_token(void *ud, int32_t id)
+/* Once per generated token, i.e. once per forward pass: the engine's
+ * periodic bookkeeping (heat saves), then the caller's view of the token. */
+static int relay_token(void *ud, const gen_token *t)
 {
-    (void)id;
-    engine_tick(&((relay *)ud)->s->eng);
+    relay *r = ud;
+    engine_tick(&r->s->eng);
+    if (!r->cb || !r->cb->on_token) return 0;
+    char piece[PIECE_CAP];
+    int n = vocab_token_to_piece(vocab(r->s), t->id, true, piece, sizeof piece);
+    sluice_logprob top[MAX_PROBS];
+    for (int32_t i = 0; i < t->n_top && i < MAX_PROBS; i++) top[i] = (sluice_logprob){t->top[i].id, t->top[i].logprob};
+    sluice_token tok = {.id = t->id, .piece = piece, .piece_len = n < 0 ? 0 : (size_t)n < sizeof piece ? (size_t)n : sizeof piece,
+                        .logprob = t->logprob, .top = top, .n_top = t->n_top};
+    return r->cb->on_token(r->cb->user, &tok);
+}
+
+static sluice_stop public_stop(gen_stop g)
+{
+    switch (g) {
+    case GEN_STOP_EOG: return SLUICE_STOP_EOG;
+    case GEN_STOP_STRING: return SLUICE_STOP_STRING;
+    case GEN_STOP_CTX: return SLUICE_STOP_CTX;
+    case GEN_STOP_CALLER: return SLUICE_STOP_CALLER;
+    default: return SLUICE_STOP_LIMIT;
+    }
+}
+
+const char *sluice_stop_name(sluice_stop st)
+{
+    static const gen_stop map[] = {GEN_RUNNING, GEN_STOP_EOG, GEN_STOP_LIMIT, GEN_STOP_STRING, GEN_STOP_CTX,
+                                   GEN_STOP_CALLER};
+    return (unsigned)st < sizeof map / sizeof map[0] ? gen_stop_name(map[st]) : "?";
+}
+
+/* Streaming figures into the generation's stats (engine counters). */
+static void stream_figures(const sl_engine *e, gen_stats *st)
+{
+    engine_stream_stats ss;
+    engine_stream_stats_get(e, &ss);
+    st->streaming = ss.streaming;
+    st->expert_bytes_read = ss.expert_bytes_read;
+    int64_t toks = st->prompt_tokens + st->decode_steps;
+    st->expert_bytes_per_token = toks ? (double)ss.expert_bytes_read / (double)toks : 0;
+    st->distinct_experts = ss.distinct_experts;
+    st->cache_hits = ss.cache_hits;
+    st->cache_misses = ss.cache_misses;
+    st->io_wait_s = ss.io_wait_s;
+    double busy = st->prompt_s + st->decode_s;
+    st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;
+    st->read_gbps = ss.read_gbps;
+    st->prefill_read_amplification = ss.prefill_read_amplification;
+}
+
+/* Generation after the sequence already holds the prompt (seq_reuse or
+ * appended tokens).  TEXT_FN, if set, receives the text instead of
+ * cb->on_text. */
+static int run_generation(sluice *s, const sluice_sampling *sp, const sluice_callbacks *cb, sluice_text_fn text_fn,
+                          void *text_user, int64_t cached, sluice_result *res, char *err, size_t cap)
+{
+    sl_sampler *smp;
+    if (make_sampler(s, sp, &smp, err, cap)) return -1;
+    s->last_seed = sampler_get_params(smp)->seed;
+    sampler_accept_prompt(smp, s->seq.toks, s->seq.n);
+    relay r = {s, cb, text_fn, text_user};
+    gen_opts go = {.n_predict = sp->n_predict, .ignore_eog = sp->ignore_eos, .stops = sp->stop,
+                   .n_stops = sp->stop ? sp->n_stop : 0, .logprobs = cb && cb->on_token, .n_probs = sp->n_probs};
+    gen_callbacks gc = {&r, relay_prompt, relay_token, relay_text};
+    gen_result g;
+    sl_err e;
+    engine_mark_prompt_start(&s->eng);
+    int rc = generate(s->eng.model, &s->seq, smp, &go, &gc, &g, &e);
+    sampler_free(smp);
+    g.stats.load_s = s->load_s;
+    g.stats.cached_tokens = cached;
+    stream_figures(&s->eng, &g.stats);
+    s->last = g.stats;
+    s->last_stop = g.stop;
+    if (rc) {
+        gen_result_free(&g);
+        return fail(err, cap, "%s", e.msg);
+    }
+    if (res) {
+        *res = (sluice_result){.text = g.text, .len = g.len, .ids = g.ids, .n_ids = g.n_ids, .stop = public_stop(g.stop),
+                               .cached_tokens = (int32_t)cached};
+        g.text = NULL, g.ids = NULL;
+    }
+    gen_result_free(&g);
+    return ok(err, cap);
+}
+
+int sluice_generate_tokens(sluice *s, const int32_t *prompt, size_t n, const sluice_sampling *sp,
+                           const sluice_callbacks *cb, sluice_result *res, char *err, size_t cap)
+{
+    if (res) memset(res, 0, sizeof *res);
+    if (!n) return fail(err, cap, "the prompt has no tokens");
+    for (size_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= sluice_n_vocab(s))
+            return fail(err, cap, "prompt token %d at index %zu is outside the vocabulary [0, %d)", prompt[i], i,
+                        sluice_n_vocab(s));
+    sl_err e;
+    int64_t cached = seq_reuse(&s->seq, prompt, n, &e);
+    if (cached < 0) return fail(err, cap, "%s", e.msg);
+    return run_generation(s, sp, cb, NULL, NULL, cached, res, err, cap);
+}
+
+/* PROMPT's tokens as sluice_generate appends them: BOS first into an empty
+ * context (as the vocabulary asks), unless the text already starts with
+ * the BOS token's text, as a rendered chat template may. */
+static int prompt_tokens(sluice *s, const char *prompt, int32_t **ids, size_t *n, char *err, size_t cap)
+{
+    const char *bos = token_text(s, vocab_bos(vocab(s)));
+    bool first = s->seq.n == 0, has_bos = bos && *bos && !strncmp(prompt, bos, strlen(bos));
+    sl_err e;
+    if (vocab_tokenize(vocab(s), prompt, strlen(prompt), first && !has_bos, true, ids, n, &e))
+        return fail(err, cap, "%s", e.msg);
     return 0;
 }
 
 int sluice_generate(sluice *s, const char *prompt, const sluice_sampling *sp, sluice_text_fn on_text, void *user,
                     char **out, char *err, size_t cap)
 {
-    sl_model *m = s->eng.model;
-    sl_err e;
+    if (out) *out = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    bool first = session_pos(s->eng.session) == 0;
-    if (vocab_tokenize(model_vocab(m), prompt, strlen(prompt), first, true, &ids, &n, &e)) return fail(err, cap, e.msg);
-    if (!n) return free(ids), fail(err, cap, "the prompt has no tokens");
-    sampler_params p = {.temp = sp->temp, .top_k = sp->top_k, .top_p = sp->top_p, .min_p = sp->min_p, .seed = sp->seed};
-    sl_sampler *smp;
-    if (sampler_create(&smp, &p, model_n_vocab(m), &e)) return free(ids), fail(err, cap, e.msg);
-    relay r = {s, on_text, user};
-    gen_opts go = {.n_predict = sp->n_predict};
-    gen_callbacks cb = {&r, relay_prompt, relay_token, relay_text};
-    gen_result res;
-    engine_mark_prompt_start(&s->eng);
-    int rc = generate(m, s->eng.session, smp, ids, n, &go, &cb, &res, &e);
-    sampler_free(smp);
+    if (prompt_tokens(s, prompt ? prompt : "", &ids, &n, err, cap)) return -1;
+    if (!n && !s->seq.n) return free(ids), fail(err, cap, "the prompt has no tokens and the context is empty");
+    size_t keep = s->seq.n;
+    sl_err e;
+    int rc = seq_push(&s->seq, ids, n, &e);
     free(ids);
-    if (rc) return fail(err, cap, e.msg);
-    s->last = res.stats;
-    if (out) *out = res.text, res.text = NULL;
-    gen_result_free(&res);
+    if (rc) return fail(err, cap, "the prompt does not fit: %s", e.msg);
+    sluice_result r;
+    rc = run_generation(s, sp, NULL, on_text, user, (int64_t)session_pos(s->eng.session), &r, err, cap);
+    if (rc) {
+        /* the prompt was never evaluated: take it back out */
+        if (session_pos(s->eng.session) <= (int32_t)keep) seq_rewind(&s->seq, keep, &e);
+        return -1;
+    }
+    if (out) *out = r.text, r.text = NULL;
+    sluice_result_free(&r);
     return 0;
 }
+
+/* ----------------------------------------------------- token-level steps */
+
+const int32_t *sluice_tokens(const sluice *s, size_t *n)
+{
+    *n = s->seq.n;
+    return s->seq.toks;
+}
+
+int sluice_eval(sluice *s, const int32_t *ids, size_t n, float *logits, char *err, size_t cap)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= sluice_n_vocab(s))
+            return fail(err, cap, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i,
+                        sluice_n_vocab(s));
+    size_t keep = s->seq.n;
+    sl_err e;
+    if (seq_push(&s->seq, ids, n, &e)) return fail(err, cap, "%s", e.msg);
+    if (!s->seq.n) return fail(err, cap, "nothing to evaluate: the context is empty");
+    engine_mark_prompt_start(&s->eng);
+    if (seq_eval(&s->seq, &e)) {
+        s->seq.n = keep; /* the session kept its position: so does the context */
+        return fail(err, cap, "%s", e.msg);
+    }
+    engine_mark_prompt_end(&s->eng);
+    engine_tick(&s->eng);
+    if (logits && !s->seq.logits_ok) return fail(err, cap, "no logits: the context was rewound since the last evaluation");
+    if (logits) memcpy(logits, s->seq.logits, (size_t)sluice_n_vocab(s) * sizeof *logits);
+    return ok(err, cap);
+}
+
+int sluice_rewind(sluice *s, int32_t pos, char *err, size_t cap)
+{
+    sl_err e;
+    if (pos < 0) return fail(err, cap, "cannot rewind to position %d", (int)pos);
+    if (seq_rewind(&s->seq, (size_t)pos, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
+}
+
+void sluice_reset(sluice *s)
+{
+    sl_err e;
+    seq_rewind(&s->seq, 0, &e); /* position 0 is always restorable */
+}
+
+/* -------------------------------------------------------------- figures */
 
 void sluice_get_stats(const sluice *s, sluice_stats *out)
 {
     const gen_stats *g = &s->last;
     engine_stream_stats ss;
     engine_stream_stats_get(&s->eng, &ss);
+    sl_prefetch_stats ps;
+    session_prefetch_stats(s->eng.session, &ps);
+    uint64_t lookups = ss.cache_hits + ss.cache_misses;
     *out = (sluice_stats){.prompt_tokens = g->prompt_tokens, .generated_tokens = g->generated_tokens,
-                          .prompt_tps = g->prompt_tps, .decode_tps = g->decode_tps, .ttft_s = g->ttft_s,
-                          .streaming = ss.streaming, .expert_bytes_read = ss.expert_bytes_read,
-                          .cache_hits = ss.cache_hits, .cache_misses = ss.cache_misses, .io_wait_s = ss.io_wait_s};
+                          .cached_tokens = g->cached_tokens, .load_s = s->load_s, .prompt_s = g->prompt_s,
+                          .decode_s = g->decode_s, .prompt_tps = g->prompt_tps, .decode_tps = g->decode_tps,
+                          .ttft_s = g->ttft_s, .streaming = ss.streaming, .expert_bytes_read = ss.expert_bytes_read,
+                          .cache_hits = ss.cache_hits, .cache_misses = ss.cache_misses,
+                          .cache_hit_rate = lookups ? (double)ss.cache_hits / (double)lookups : 0,
+                          .prefetch_recall = ps.mode == SL_PREFETCH_OFF ? 0 : ps.recall, .io_wait_s = ss.io_wait_s,
+                          .peak_rss_bytes = stats_peak_rss()};
+}
+
+/* One layer of the "prefetch" object. */
+static json_t *prefetch_layer_json(const sl_prefetch_layer *l)
+{
+    json_t *o = json_object(), *src = json_object();
+    json_object_set_new(o, "layer", json_integer(l->layer));
+    json_object_set_new(o, "recall", json_real(l->recall));
+    json_object_set_new(o, "precision", json_real(l->precision));
+    json_object_set_new(o, "steps", json_integer((json_int_t)l->steps));
+    json_object_set_new(o, "hinted_steps", json_integer((json_int_t)l->hinted_steps));
+    /* each predictor's own recall (computed on every step, hinted or not) */
+    for (int c = 0; c < SL_PRED_COUNT; c++)
+        json_object_set_new(src, sl_pred_source_name(c), l->src_recall[c] < 0 ? json_null() : json_real(l->src_recall[c]));
+    json_object_set_new(o, "predictor_recall", src);
+    json_object_set_new(o, "auto_choice", json_string(sl_pred_source_name(l->choice)));
+    return o;
+}
+
+/* Expert prediction figures (docs/PREFETCH.md); nothing when it is off. */
+static void prefetch_json(const sluice *s, json_t *obj)
+{
+    sl_prefetch_stats ps;
+    session_prefetch_stats(s->eng.session, &ps);
+    if (ps.mode == SL_PREFETCH_OFF) return;
+    engine_stream_stats ss;
+    engine_stream_stats_get(&s->eng, &ss);
+    json_t *o = json_object(), *layers = json_array();
+    json_object_set_new(o, "mode", json_string(sl_prefetch_mode_name(ps.mode)));
+    json_object_set_new(o, "steps", json_integer((json_int_t)ps.steps));
+    json_object_set_new(o, "recall", json_real(ps.recall));
+    json_object_set_new(o, "precision", json_real(ps.precision));
+    json_object_set_new(o, "used", json_integer((json_int_t)ss.prefetch_used));
+    json_object_set_new(o, "wasted_bytes", json_integer((json_int_t)ss.prefetch_wasted_bytes));
+    for (int i = 0; i < ps.n_layers; i++) json_array_append_new(layers, prefetch_layer_json(&ps.layers[i]));
+    json_object_set_new(o, "per_layer", layers);
+    json_object_set_new(obj, "prefetch", o);
+}
+
+char *sluice_stats_json(const sluice *s)
+{
+    json_t *o = json_object();
+    if (!o || stats_to_json(&s->last, o)) return json_decref(o), NULL;
+    json_object_set_new(o, "stop_reason", json_string(gen_stop_name(s->last_stop)));
+    json_object_set_new(o, "seed", json_integer(s->last_seed));
+    json_object_set_new(o, "io", json_string(s->eng.streaming ? store_io_name(s->eng.io) : "ram"));
+    prefetch_json(s, o);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
 }
