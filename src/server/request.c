@@ -335,7 +335,7 @@ static int common_openai(ctx *c)
     srv_request *r = c->r;
     if (get_str(c, c->root, "model", "model", &r->model) || get_bool(c, "stream", &r->stream) || sampling(c, 2) ||
         max_tokens(c, "max_tokens") || stop_strings(c, "stop") || n_choices(c) ||
-        get_bool(c, "return_tokens", &r->return_tokens))
+        get_bool(c, "return_tokens", &r->return_tokens) || get_bool(c, "ignore_eos", &r->ignore_eos))
         return -1;
     json_t *so = opt(c->root, "stream_options");
     if (so) {

@@ -55,6 +55,7 @@ typedef struct {
     bool logprobs;
     int32_t top_logprobs;
     bool return_tokens;   /* llama-server's: the generated token ids in the response */
+    bool ignore_eos;      /* llama-server's: generate through end-of-generation tokens */
 } srv_request;
 
 typedef struct {
