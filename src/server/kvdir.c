@@ -94,7 +94,7 @@ int kvdir_open(kvdir **out, sluice *sl, const char *dir, uint64_t max_bytes, sl_
         }
         kv_entry e = {.n = n, .ids = malloc((n ? n : 1) * sizeof *ids),
                       .bytes = (uint64_t)st.st_size, .used = mtime_of(&st)};
-        snprintf(e.name, sizeof e.name, "%s", de->d_name);
+        memcpy(e.name, de->d_name, nl + 1); /* nl < sizeof e.name, checked above */
         if (e.ids) memcpy(e.ids, ids, n * sizeof *ids);
         sluice_free(ids);
         if (!e.ids || add_entry(k, &e)) {
