@@ -111,6 +111,11 @@ $(BUILD)/bench_prefetch: bench/bench_prefetch.c $(BUILD)/libsluice.a
 bench-prefetch: $(BUILD)/bench_prefetch
 	./$(BUILD)/bench_prefetch $(BENCH_ARGS)
 
+# Recurrent-state rollback cost (bench/bench_rollback.c): verification with
+# and without snapshots, rewind, and recompute.  BENCH_ARGS="MODEL -k 4".
+$(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
+	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
 clean:
 	rm -rf build build-asan
 

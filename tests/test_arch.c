@@ -42,7 +42,31 @@ static const fixture fixtures[] = {
     {"qwen3moe-a3b-F16", 1e-4, 2e-3},      {"deepseek2-kimik2-F16", 1e-4, 2e-3},
     {"deepseek2-dsv3-F16", 1e-4, 2e-3},  {"llama-mixtral-Q4_0", 1e-3, 1e-3},
     {"llama-kmix-KMIX", 1e-3, 3e-2},         {"llama-imix-IMIX", 1e-3, 3e-2},
+    {"kimi-linear-kda-F32", 1e-5, 1e-5},    {"kimi-linear-kda-F16", 1e-4, 2e-3},
+    {"qwen35moe-a3b-F32", 1e-5, 1e-5},      {"qwen35moe-a3b-F16", 1e-4, 2e-3},
 };
+
+/* Greedy steps where llama.cpp disagrees with itself: the continuation may
+ * leave the golden there (and nowhere else).
+ * kimi-linear-kda-F16 prompt 2 step 23: llama.cpp's answer depends on how
+ * it splits the sequence into batches (goldtool with the prompt plus
+ * greedy[0..8] as one batch, then decoding: 609; plus greedy[0..9]: 971,
+ * the golden; the whole teacher-forced sequence as one batch: 609, logits
+ * 1.31132 / 1.25181 for the top two, which sluice gives to 1e-5): a router
+ * near-tie upstream (top-2 selection gap 1.1e-4 at step 10) under F16
+ * activations, decided differently by its single-token and batched
+ * products, and the recurrent state carries the difference on. */
+static const struct {
+    const char *name;
+    int prompt, step;
+} splits[] = {{"kimi-linear-kda-F16", 2, 23}};
+
+static bool is_split(const char *name, int prompt, int step)
+{
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++)
+        if (!strcmp(splits[i].name, name) && splits[i].prompt == prompt && splits[i].step == step) return true;
+    return false;
+}
 
 static void top_n(const float *v, int n, int k, int *out)
 {
@@ -150,7 +174,11 @@ static double run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, cons
         if (!diverged && argmax(lg, nv) != g) {
             double gap = json_number_value(json_array_get(gaps, st));
             diverged = true;
-            T_CHECK(gap <= ts * R, "%s: greedy step %d: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
+            bool split = is_split(fx->name, pi, st);
+            if (split)
+                printf("# %s: greedy leaves the golden at step %d, where llama.cpp's batched and single-token "
+                       "paths disagree (see splits[])\n", what, st);
+            T_CHECK(split || gap <= ts * R, "%s: greedy step %d: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
                     argmax(lg, nv), g, gap, ts * R);
             if (gap <= ts * R) {
                 printf("# %s: greedy diverges at step %d at a golden near-tie (top-2 gap %.3g <= %.3g)\n", what,

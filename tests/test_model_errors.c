@@ -75,6 +75,49 @@ static void session_errors(void)
     t_end();
 }
 
+/* kimi-linear and qwen35moe: their required keys and their recurrent layers' tensors. */
+static void recurrent_errors(void)
+{
+    const char *kimi = t_shared("models/arch/kimi-linear-kda-F32.gguf");
+    const char *q35 = t_shared("models/arch/qwen35moe-a3b-F32.gguf");
+    if (!kimi || !q35) {
+        t_skip("kimi-linear / qwen35moe load errors", "../shared fixtures not found");
+        return;
+    }
+    static const struct {
+        const char *name;
+        int qwen;
+        gguf_edit e;
+        const char *needles[4];
+    } cases[] = {
+        {"kimi-linear: missing kda.head_dim", 0, {.drop_key = "kimi-linear.kda.head_dim", .new_type = -1},
+         {"missing required key", "'kimi-linear.kda.head_dim'"}},
+        {"kimi-linear: missing expert_gating_func", 0,
+         {.drop_key = "kimi-linear.expert_gating_func", .new_type = -1},
+         {"missing required key", "'kimi-linear.expert_gating_func'"}},
+        {"kimi-linear: missing output.weight (no tied embeddings)", 0, {.drop_tensor = "output.weight", .new_type = -1},
+         {"missing tensor 'output.weight'", "{64, 2048}"}},
+        {"kimi-linear: conv taps of the wrong shape", 0,
+         {.edit_tensor = "blk.1.ssm_conv1d_k.weight", .ne = {3, 1, 64, 1}, .new_type = -1},
+         {"'blk.1.ssm_conv1d_k.weight'", "expected {4, 1, 64}", "got {3, 1, 64, 1}"}},
+        {"kimi-linear: missing KDA tensor", 0, {.drop_tensor = "blk.2.ssm_f_b.weight", .new_type = -1},
+         {"missing tensor", "'blk.2.ssm_f_b.weight'", "{16, 64}"}},
+        {"qwen35moe: missing rope.dimension_sections", 1,
+         {.drop_key = "qwen35moe.rope.dimension_sections", .new_type = -1},
+         {"missing required key", "'qwen35moe.rope.dimension_sections'"}},
+        {"qwen35moe: missing ssm.inner_size", 1, {.drop_key = "qwen35moe.ssm.inner_size", .new_type = -1},
+         {"missing required key", "'qwen35moe.ssm.inner_size'"}},
+        {"qwen35moe: conv taps of the wrong shape", 1,
+         {.edit_tensor = "blk.2.ssm_conv1d.weight", .ne = {4, 96, 1, 1}, .new_type = -1},
+         {"'blk.2.ssm_conv1d.weight'", "expected {4, 128}", "got {4, 96}"}},
+        {"qwen35moe: missing shared-expert gate", 1,
+         {.drop_tensor = "blk.1.ffn_gate_inp_shexp.weight", .new_type = -1},
+         {"missing tensor", "'blk.1.ffn_gate_inp_shexp.weight'", "{64})"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_load_error(cases[i].name, cases[i].qwen ? q35 : kimi, &cases[i].e, cases[i].needles);
+}
+
 int main(void)
 {
     (void)t_skip;
@@ -134,6 +177,7 @@ int main(void)
     } else {
         t_skip("missing required key (deepseek2 kv_lora_rank)", "../shared fixtures not found");
     }
+    recurrent_errors();
     t_begin("nonexistent file");
     {
         sl_model *m = NULL;

@@ -554,7 +554,8 @@ static void off_case(const golden *g)
 /* ------------------------------------ other MoE architectures */
 
 /* The shared arch fixtures (group-limited sigmoid routing with selection
- * bias, leading dense layers, Mixtral): the prompt's first half as a batch,
+ * bias, leading dense layers, Mixtral, recurrent KDA / gated delta net
+ * layers between the MoE layers): the prompt's first half as a batch,
  * the rest one token at a time; logits bit-identical in every mode, and the
  * statistics cover every MoE layer and every single-token step. */
 static void arch_case(const char *fx)
@@ -694,7 +695,7 @@ int main(void)
         recorded_case(&g, modes[i], st.n_layers == NL ? &st : NULL);
     }
     static const char *const ARCH[] = {"qwen3moe-a3b-F16", "deepseek2-kimik2-F16", "deepseek2-dsv3-F16",
-                                       "llama-mixtral-Q4_0"};
-    for (int i = 0; i < 4; i++) arch_case(ARCH[i]);
+                                       "llama-mixtral-Q4_0", "kimi-linear-kda-F16", "qwen35moe-a3b-F16"};
+    for (size_t i = 0; i < sizeof ARCH / sizeof *ARCH; i++) arch_case(ARCH[i]);
     return t_done();
 }

@@ -101,10 +101,107 @@ static void want_deepseek2(want_list *w, const synth_shape *s, int64_t n_vocab)
     }
 }
 
+/* src/models/kimi-linear.cpp: KDA layers (head_count_kv 0) or MLA without
+ * q_lora; the 3-D forms of the conv taps and the 2-D ssm_a, which the
+ * loader accepts besides the 4-D ones */
+static void want_kimi(want_list *w, const synth_shape *s, int64_t n_vocab)
+{
+    int64_t E = s->n_embd, H = s->n_head, d = s->ssm_state, C = H * d, kq = s->qk_nope + s->qk_rope;
+    int64_t sh = (int64_t)s->n_ff_exp * s->n_expert_shared;
+    want(w, -1, "token_embd.weight", 2, E, n_vocab, 1);
+    want(w, -1, "output_norm.weight", 1, E, 1, 1);
+    want(w, -1, "output.weight", 2, E, n_vocab, 1);
+    for (int i = 0; i < (int)s->n_layer; i++) {
+        bool mla = (i + 1) % (int)s->attn_interval == 0 || i + 1 == (int)s->n_layer;
+        want(w, i, "attn_norm.weight", 1, E, 1, 1);
+        if (!mla) {
+            want(w, i, "ssm_conv1d_q.weight", 3, s->ssm_conv, 1, C);
+            want(w, i, "ssm_conv1d_k.weight", 3, s->ssm_conv, 1, C);
+            want(w, i, "ssm_conv1d_v.weight", 3, s->ssm_conv, 1, C);
+            want(w, i, "attn_q.weight", 2, E, C, 1);
+            want(w, i, "attn_k.weight", 2, E, C, 1);
+            want(w, i, "attn_v.weight", 2, E, C, 1);
+            want(w, i, "ssm_f_a.weight", 2, E, d, 1);
+            want(w, i, "ssm_f_b.weight", 2, d, C, 1);
+            want(w, i, "ssm_beta.weight", 2, E, H, 1);
+            want(w, i, "ssm_a", 2, 1, H, 1);
+            want(w, i, "ssm_dt.bias", 1, C, 1, 1);
+            want(w, i, "ssm_g_a.weight", 2, E, d, 1);
+            want(w, i, "ssm_g_b.weight", 2, d, C, 1);
+            want(w, i, "ssm_norm.weight", 1, d, 1, 1);
+            want(w, i, "attn_output.weight", 2, C, E, 1);
+        } else {
+            want(w, i, "attn_kv_a_norm.weight", 1, s->kv_lora, 1, 1);
+            want(w, i, "attn_q.weight", 2, E, H * kq, 1);
+            want(w, i, "attn_kv_a_mqa.weight", 2, E, s->kv_lora + s->qk_rope, 1);
+            want(w, i, "attn_k_b.weight", 3, s->qk_nope, s->kv_lora, H);
+            want(w, i, "attn_v_b.weight", 3, s->kv_lora, s->v_head, H);
+            want(w, i, "attn_output.weight", 2, H * s->v_head, E, 1);
+        }
+        want(w, i, "ffn_norm.weight", 1, E, 1, 1);
+        if (i < (int)s->n_dense_lead) {
+            want(w, i, "ffn_gate.weight", 2, E, s->n_ff, 1);
+            want(w, i, "ffn_down.weight", 2, s->n_ff, E, 1);
+            want(w, i, "ffn_up.weight", 2, E, s->n_ff, 1);
+            continue;
+        }
+        want(w, i, "ffn_gate_inp.weight", 2, E, s->n_expert, 1);
+        want(w, i, "ffn_gate_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_down_exps.weight", 3, s->n_ff_exp, E, s->n_expert);
+        want(w, i, "ffn_up_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_gate_shexp.weight", 2, E, sh, 1);
+        want(w, i, "ffn_down_shexp.weight", 2, sh, E, 1);
+        want(w, i, "ffn_up_shexp.weight", 2, E, sh, 1);
+        want(w, i, "exp_probs_b.bias", 1, s->n_expert, 1, 1);
+    }
+}
+
+/* src/models/qwen35moe.cpp: layer i attends iff (i + 1) % interval == 0 */
+static void want_qwen35(want_list *w, const synth_shape *s, int64_t n_vocab)
+{
+    int64_t E = s->n_embd, D = s->head_dim, d = s->ssm_state, nv = s->ssm_vheads, vd = nv * d;
+    int64_t conv = 2 * (int64_t)s->ssm_groups * d + vd, fs = s->n_ff_shexp;
+    want(w, -1, "token_embd.weight", 2, E, n_vocab, 1);
+    want(w, -1, "output_norm.weight", 1, E, 1, 1);
+    want(w, -1, "output.weight", 2, E, n_vocab, 1);
+    for (int i = 0; i < (int)s->n_layer; i++) {
+        want(w, i, "attn_norm.weight", 1, E, 1, 1);
+        want(w, i, "post_attention_norm.weight", 1, E, 1, 1);
+        if ((i + 1) % (int)s->attn_interval == 0) {
+            want(w, i, "attn_q.weight", 2, E, 2 * D * s->n_head, 1);
+            want(w, i, "attn_k.weight", 2, E, D * s->n_head_kv, 1);
+            want(w, i, "attn_v.weight", 2, E, D * s->n_head_kv, 1);
+            want(w, i, "attn_output.weight", 2, D * s->n_head, E, 1);
+            want(w, i, "attn_q_norm.weight", 1, D, 1, 1);
+            want(w, i, "attn_k_norm.weight", 1, D, 1, 1);
+        } else {
+            want(w, i, "attn_qkv.weight", 2, E, conv, 1);
+            want(w, i, "attn_gate.weight", 2, E, vd, 1);
+            want(w, i, "ssm_conv1d.weight", 2, s->ssm_conv, conv, 1);
+            want(w, i, "ssm_dt.bias", 1, nv, 1, 1);
+            want(w, i, "ssm_a", 1, nv, 1, 1);
+            want(w, i, "ssm_beta.weight", 2, E, nv, 1);
+            want(w, i, "ssm_alpha.weight", 2, E, nv, 1);
+            want(w, i, "ssm_norm.weight", 1, d, 1, 1);
+            want(w, i, "ssm_out.weight", 2, vd, E, 1);
+        }
+        want(w, i, "ffn_gate_inp.weight", 2, E, s->n_expert, 1);
+        want(w, i, "ffn_down_exps.weight", 3, s->n_ff_exp, E, s->n_expert);
+        want(w, i, "ffn_gate_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_up_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_gate_inp_shexp.weight", 1, E, 1, 1);
+        want(w, i, "ffn_gate_shexp.weight", 2, E, fs, 1);
+        want(w, i, "ffn_up_shexp.weight", 2, E, fs, 1);
+        want(w, i, "ffn_down_shexp.weight", 2, fs, E, 1);
+    }
+}
+
 static void want_for(want_list *w, const synth_shape *s, int64_t n_vocab)
 {
     w->n = 0;
     if (s->family == SYNTH_QWEN3MOE) want_qwen3moe(w, s, n_vocab);
+    else if (s->family == SYNTH_KIMI_LINEAR) want_kimi(w, s, n_vocab);
+    else if (s->family == SYNTH_QWEN35MOE) want_qwen35(w, s, n_vocab);
     else want_deepseek2(w, s, n_vocab);
 }
 
@@ -112,7 +209,11 @@ static void want_for(want_list *w, const synth_shape *s, int64_t n_vocab)
  * the row does not fit its blocks (llama-quantize's fallback). */
 static uint32_t want_type(const synth_config *c, const char *name, const int64_t *ne, uint32_t n_dims)
 {
-    if (n_dims == 1 || strstr(name, "ffn_gate_inp")) return GGML_TYPE_F32;
+    /* llama-quantize keeps 1-D tensors, routers, conv taps and names not ending in "weight" (ssm_a) */
+    size_t len = strlen(name);
+    if (n_dims == 1 || strstr(name, "ffn_gate_inp") || strstr(name, "ssm_conv1d") || len < 6 ||
+        strcmp(name + len - 6, "weight"))
+        return GGML_TYPE_F32;
     uint32_t t = strstr(name, "_exps") ? c->expert_type
                  : !strcmp(name, "token_embd.weight") ? c->embd_type
                  : !strcmp(name, "output.weight")     ? c->output_type
@@ -128,7 +229,7 @@ static double spec_gain(synth_family fam, const char *name)
 {
     const char *base = !strncmp(name, "blk.", 4) ? strchr(name + 4, '.') + 1 : name;
     if (!strcmp(base, "attn_output.weight")) return 0.5;
-    if (fam == SYNTH_QWEN3MOE) return !strcmp(base, "attn_q_norm.weight") || !strcmp(base, "attn_k_norm.weight") ? 4 : 1;
+    if (fam == SYNTH_QWEN3MOE || fam == SYNTH_QWEN35MOE) return !strcmp(base, "attn_q_norm.weight") || !strcmp(base, "attn_k_norm.weight") ? 4 : 1;
     return !strcmp(base, "attn_q.weight") || !strcmp(base, "attn_q_b.weight") || !strcmp(base, "attn_k_b.weight") ||
                    !strcmp(base, "attn_kv_a_mqa.weight")
                ? 4
@@ -159,6 +260,15 @@ static const char *const TINY_LITE[] = {"n_layer", "3", "n_expert", "8", "n_embd
 static const char *const TINY_KIMI[] = {"n_layer", "3", "n_expert", "8", "n_embd", "256", "n_head", "4",
                                         "q_lora", "64", "kv_lora", "64", "qk_nope", "32", "qk_rope", "32",
                                         "v_head", "32", "n_ff", "512", "n_ff_exp", "256", NULL};
+
+static const char *const TINY_KIMI_LINEAR[] = {
+    "n_layer", "4", "n_expert", "8", "n_expert_used", "2", "n_embd", "256", "n_head", "4", "ssm_groups", "4",
+    "ssm_vheads", "4", "ssm_state", "64", "kv_lora", "64", "qk_nope", "32", "qk_rope", "32", "v_head", "32",
+    "n_ff", "512", "n_ff_exp", "256", NULL};
+static const char *const TINY_QWEN35[] = {
+    "n_layer", "4", "n_expert", "8", "n_expert_used", "2", "n_embd", "256", "n_head", "4", "n_head_kv", "2",
+    "head_dim", "64", "n_rot", "16", "ssm_groups", "2", "ssm_vheads", "4", "ssm_state", "64", "n_ff_exp", "256",
+    "n_ff_shexp", "256", NULL};
 
 /* ---- checks on a plan ---- */
 
@@ -315,7 +425,7 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
         return;
     }
     const synth_shape *s = &c->shape;
-    const char *arch = s->family == SYNTH_QWEN3MOE ? "qwen3moe" : "deepseek2";
+    const char *arch = synth_family_arch(s->family);
     const gguf_str *a;
     T_CHECK(gguf_get_str(g, "general.architecture", &a, &err) == 1 && !strcmp(a->s, arch), "architecture");
     /* keys llama.cpp requires (or asserts on), with the shape's values */
@@ -325,10 +435,22 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
     REQ("context_length", s->n_ctx_train), REQ("embedding_length", s->n_embd), REQ("block_count", s->n_layer);
     REQ("attention.head_count", s->n_head), REQ("expert_count", s->n_expert);
     REQ("expert_used_count", s->n_expert_used), REQ("expert_feed_forward_length", s->n_ff_exp);
-    if (s->family == SYNTH_QWEN3MOE) {
+    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE) {
         REQ("attention.head_count_kv", s->n_head_kv), REQ("attention.key_length", s->head_dim);
         REQ("attention.value_length", s->head_dim);
-    } else {
+    }
+    if (s->family == SYNTH_QWEN35MOE) {
+        REQ("rope.dimension_count", s->n_rot), REQ("expert_shared_feed_forward_length", s->n_ff_shexp);
+        REQ("ssm.conv_kernel", s->ssm_conv), REQ("ssm.state_size", s->ssm_state);
+        REQ("ssm.group_count", s->ssm_groups), REQ("ssm.time_step_rank", s->ssm_vheads);
+        REQ("ssm.inner_size", s->ssm_vheads * s->ssm_state), REQ("full_attention_interval", s->attn_interval);
+    } else if (s->family == SYNTH_KIMI_LINEAR) {
+        REQ("feed_forward_length", s->n_ff), REQ("leading_dense_block_count", s->n_dense_lead);
+        REQ("attention.kv_lora_rank", s->kv_lora), REQ("attention.key_length_mla", s->qk_nope + s->qk_rope);
+        REQ("attention.value_length_mla", s->v_head), REQ("expert_shared_count", s->n_expert_shared);
+        REQ("rope.dimension_count", s->qk_rope), REQ("expert_gating_func", s->gating);
+        REQ("ssm.conv_kernel", s->ssm_conv), REQ("kda.head_dim", s->ssm_state);
+    } else if (s->family == SYNTH_DEEPSEEK2) {
         REQ("attention.head_count_kv", 1), REQ("feed_forward_length", s->n_ff);
         REQ("leading_dense_block_count", s->n_dense_lead), REQ("attention.kv_lora_rank", s->kv_lora);
         REQ("attention.key_length", s->kv_lora + s->qk_rope);
@@ -400,7 +522,8 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
         double s1, s2;
         uint64_t cnt;
         moments(t, d, &s1, &s2, &cnt);
-        if (cnt && t->n_dims > 1 && strcmp(t->name, "token_embd.weight")) {
+        bool decay = strlen(t->name) > 5 && !strcmp(t->name + strlen(t->name) - 5, "ssm_a"); /* negative by design */
+        if (cnt && t->n_dims > 1 && strcmp(t->name, "token_embd.weight") && !decay) {
             double sd = sqrt(s2 / cnt), want_sd = spec_gain(s->family, t->name) / sqrt((double)t->ne[0]);
             T_CHECK(sd > 0.8 * want_sd && sd < 1.25 * want_sd, "%s: std %.4g, want ~%.4g (N(0, 1/fan_in))",
                     t->name, sd, want_sd);
@@ -598,6 +721,14 @@ int main(void)
     tiny_model("synth tiny deepseek2 kimi q8_0", "kimi-k2-scaled", TINY_KIMI, GGML_TYPE_Q8_0, 1.0);
     tiny_model("synth tiny deepseek2 kimi q4_0", "kimi-k2-scaled", TINY_KIMI, GGML_TYPE_Q4_0, 0);
     tiny_model("synth tiny qwen3moe f16", "qwen3-30b-a3b", TINY_QWEN, GGML_TYPE_F16, 0);
+    real_shape_plan("kimi-linear-48b-a3b", "synth plan: kimi-linear-48b-a3b real shape = llama.cpp kimi-linear tensors",
+                    NULL, GGML_TYPE_Q4_K);
+    real_shape_plan("qwen3.5-35b-a3b", "synth plan: qwen3.5-35b-a3b real shape = llama.cpp qwen35moe tensors", NULL,
+                    GGML_TYPE_Q4_K);
+    tiny_model("synth tiny kimi-linear q8_0 (skew 1)", "kimi-linear-48b-a3b", TINY_KIMI_LINEAR, GGML_TYPE_Q8_0, 1.0);
+    tiny_model("synth tiny kimi-linear q4_K (fallbacks)", "kimi-linear-48b-a3b", TINY_KIMI_LINEAR, GGML_TYPE_Q4_K, 0);
+    tiny_model("synth tiny qwen35moe q8_0 (skew 1)", "qwen3.5-35b-a3b", TINY_QWEN35, GGML_TYPE_Q8_0, 1.0);
+    tiny_model("synth tiny qwen35moe q4_K", "qwen3.5-35b-a3b", TINY_QWEN35, GGML_TYPE_Q4_K, 0);
     determinism();
     static const char *const q64[] = {"n_layer", "2", "n_expert", "64", "n_embd", "256", "n_head", "4",
                                       "n_head_kv", "2", "head_dim", "64", "n_ff_exp", "32", NULL};

@@ -20,6 +20,7 @@ typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
 typedef struct {
     int32_t n_vocab, n_ctx_train, n_embd, n_layer;
     int32_t n_head, n_head_kv, n_embd_head_k, n_embd_head_v, n_rot, n_ff;
+    bool n_head_kv_varies; /* head_count_kv is a per-layer array with different entries (sl_model.head_kv) */
     float rms_eps;
 
     /* RoPE, already resolved the way llama_context resolves its cparams. */
@@ -34,6 +35,13 @@ typedef struct {
 
     /* MLA (deepseek2) */
     int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+
+    /* Linear attention (Kimi Delta Attention, the gated delta net): heads of
+     * size ssm_d_state, ssm_n_group query/key heads, ssm_dt_rank value
+     * heads, a causal convolution of ssm_d_conv taps (which layers are
+     * recurrent: arch_layer_cache). */
+    int32_t ssm_d_conv, ssm_d_state, ssm_n_group, ssm_dt_rank;
+    int32_t n_ff_shexp; /* shared expert width when it is not n_ff_exp * n_expert_shared */
 
     /* YaRN magnitude, as the architecture reads it (llama_hparams'
      * rope_yarn_log_mul; 0: none), and llama_context's special case for
@@ -70,6 +78,18 @@ typedef struct {
     const float *exp_probs_b;
     sl_mat x_gate, x_up, x_down;
     int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
+
+    /* linear attention (kda.c, gdn.c): conv taps {d_conv, channels} in f32
+     * (KDA: one per q, k, v; GDN: [0] over all channels), decay A < 0 and
+     * dt bias, low-rank decay (f_a, f_b) and output gate (g_a, g_b) of KDA,
+     * beta, GDN's alpha and output gate z, the per-head output norm */
+    const float *ssm_conv[3], *ssm_a, *ssm_dt_b, *ssm_norm;
+    sl_mat ssm_f_a, ssm_f_b, ssm_g_a, ssm_g_b, ssm_beta, ssm_alpha, ssm_gate;
+    sl_mat sh_gate_inp; /* {n_embd, 1}: sigmoid(sh_gate_inp . x) scales the shared expert (qwen35moe) */
+
+    /* a recurrent layer (set by architectures that mix kinds, for their
+     * cache hook and their layer function) */
+    bool recurrent;
 } layer_w;
 
 struct sl_session;
@@ -128,6 +148,7 @@ struct sl_model {
     const float *rope_freqs;
 
     layer_w *layers;
+    int32_t *head_kv; /* head_count_kv per layer when the file has an array, else NULL */
     expert_layout xl;
     expert_provider *provider;
     bool own_provider;
@@ -174,6 +195,10 @@ int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int
               sl_err *err);
 /* Binds a 1-D tensor of n elements, converted to f32. */
 int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, int flags, sl_err *err);
+/* The same for a tensor of shape ne[0..nd-1] (trailing 1s may be absent
+ * in the file), as one f32 array in file order. */
+int bind_f32(sl_model *m, const float **v, int il, const char *name, const int64_t *ne, int nd, int flags,
+             sl_err *err);
 /* Checks a routed-expert tensor {ne0, ne1, n_expert} without loading it and
  * records its geometry in x and its part index (from the expert layout). */
 int bind_experts(sl_model *m, sl_mat *x, int *part, int il, const char *name, int64_t ne0, int64_t ne1, int flags,
@@ -189,6 +214,6 @@ int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, 
 int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */
-extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2;
+extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2, arch_kimi_linear, arch_qwen35moe;
 
 #endif

@@ -192,7 +192,14 @@ int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *ou
     if (qkv_proj(s, L, xn, T, q, k, v, err)) return -1;
     norm_rope_heads(hp, q, T, H, L->q_norm, b, tmp);
     norm_rope_heads(hp, k, T, Hkv, L->k_norm, b, tmp);
+    attn_heads(s, il, b, q, k, v, att);
+    return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
+}
 
+void attn_heads(sl_session *s, int il, const batch *b, const float *q, const float *k, const float *v, float *att)
+{
+    const hparams *hp = &s->m->hp;
+    int T = b->T, H = hp->n_head, Hkv = hp->n_head_kv, dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
     const kv_layer *kv = &s->kv[il];
     for (int t = 0; t < T; t++) {
         size_t p = (size_t)(b->pos0 + t);
@@ -202,5 +209,4 @@ int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *ou
     gqa_job j = {.s = s, .kv = kv, .q = q, .att = att, .H = H, .Hkv = Hkv, .dk = dk, .dv = dv,
                  .pos0 = b->pos0, .scale = hp->kq_scale};
     run_tasks(s, T * H, gqa_task, &j);
-    return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
 }

@@ -40,4 +40,9 @@ void kv_store(const sl_session *s, void *dst, const float *src, int n);
  * including q/k norms, RoPE, the KV cache write and the output projection. */
 int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err);
 
+/* The attention of a block whose q (T x H x dk), k and v (T x Hkv x dk/dv)
+ * are ready (normalised and rotated): stores k and v in layer IL's cache at
+ * the batch's positions, then att (T x H x dv) over positions 0..pos. */
+void attn_heads(sl_session *s, int il, const batch *b, const float *q, const float *k, const float *v, float *att);
+
 #endif

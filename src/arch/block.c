@@ -1,5 +1,7 @@
 #include "arch/block.h"
 
+#include <math.h>
+
 #include "arch/attn.h"
 #include "arch/ffn.h"
 #include "arch/pilot.h"
@@ -41,6 +43,36 @@ int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err)
                     : ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, L->b_gate, L->b_up, L->b_down, xn, T,
                                 out, err);
     if (rc) return -1;
+    add_rows(x, out, n);
+    return 0;
+}
+
+int layer_ffn_half(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err)
+{
+    const layer_w *L = &s->m->layers[il];
+    int64_t d = s->m->hp.n_embd, n = (int64_t)T * d;
+    float *x = s->scr[SCR_X];
+    if (!L->moe) { /* a dense layer: predict the next one's experts while its FFN runs */
+        if (pilot_attn_tap(s, il, err) ||
+            ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, L->b_gate, L->b_up, L->b_down, xn, T, out, err))
+            return -1;
+        add_rows(x, out, n);
+        return 0;
+    }
+    if (moe_block(s, il, T, xn, out, err)) return -1;
+    if (L->sh_down.data) { /* the shared expert in its own buffer: moe_out + shexp, then + residual */
+        float *sh = scr_get(s, SCR_T4, (size_t)n * sizeof(float), err);
+        if (!sh || ffn_block(s, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, xn, T, sh, err)) return -1;
+        if (L->sh_gate_inp.data) { /* scaled by sigmoid(w . x) per token */
+            float *gate = scr_get(s, SCR_T3, (size_t)T * sizeof(float), err);
+            if (!gate || linear(s, &s->act[ACT_A], &L->sh_gate_inp, NULL, xn, T, gate, err)) return -1;
+            for (int t = 0; t < T; t++) {
+                float g = 1.0f / (1.0f + expf(-gate[t]));
+                for (int64_t i = 0; i < d; i++) sh[t * d + i] *= g;
+            }
+        }
+        add_rows(out, sh, n);
+    }
     add_rows(x, out, n);
     return 0;
 }

@@ -17,6 +17,13 @@ typedef int (*attn_fn)(sl_session *s, int il, const batch *b, const float *xn, f
  * buffer.  Starts the layer's expert prediction first. */
 int layer_attn_half(sl_session *s, int il, const batch *b, attn_fn attn, float **xn, float **out, sl_err *err);
 
+/* The FFN half of a layer, after layer_attn_half: x += a dense FFN (of a
+ * MoE model's leading dense layers too: the next layer's experts are
+ * predicted while it runs) or the routed experts plus the shared expert
+ * if the layer has one (scaled by sigmoid(sh_gate_inp . xn) where it has
+ * that gate).  OUT: T x n_embd of scratch. */
+int layer_ffn_half(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err);
+
 /* x += attn(norm(x)); x += ffn_or_moe(norm(x)). */
 int decoder_layer(sl_session *s, int il, const batch *b, sl_err *err);
 

@@ -7,9 +7,7 @@
 
 #include "arch/arch.h"
 #include "arch/block.h"
-#include "arch/ffn.h"
 #include "arch/mla.h"
-#include "arch/pilot.h"
 
 /* llama.cpp's "lite" detection (DeepSeek-V2-Lite and relatives): by layer
  * count, such files have no q_lora and use attn_q directly. */
@@ -155,24 +153,9 @@ static int ds2_tensors(sl_model *m, sl_err *err)
 
 static int ds2_layer(sl_session *s, int il, const batch *b, sl_err *err)
 {
-    const layer_w *L = &s->m->layers[il];
-    int T = b->T;
-    int64_t n = (int64_t)T * s->m->hp.n_embd;
-    float *x = s->scr[SCR_X], *xn, *out;
+    float *xn, *out;
     if (layer_attn_half(s, il, b, mla_block, &xn, &out, err)) return -1;
-    if (!L->moe) { /* a leading dense layer: predict the next one while its FFN runs */
-        if (pilot_attn_tap(s, il, err)) return -1;
-        if (ffn_block(s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, NULL, NULL, xn, T, out, err)) return -1;
-        add_rows(x, out, n);
-        return 0;
-    }
-    if (moe_block(s, il, T, xn, out, err)) return -1;
-    /* the shared expert's output goes into a separate buffer: moe_out + shexp, then + residual */
-    float *sh = scr_get(s, SCR_T4, (size_t)n * sizeof(float), err);
-    if (!sh || ffn_block(s, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, NULL, NULL, xn, T, sh, err)) return -1;
-    add_rows(out, sh, n);
-    add_rows(x, out, n);
-    return 0;
+    return layer_ffn_half(s, il, b->T, xn, out, err);
 }
 
 const arch_ops arch_deepseek2 = {

@@ -16,7 +16,8 @@
  * llama.cpp's own limits where it has them. */
 enum { MAX_LAYERS = 512, MAX_EXPERTS = 512, MAX_DIM = 1 << 20 };
 
-static const arch_ops *const all_archs[] = {&arch_llama, &arch_qwen3, &arch_qwen3moe, &arch_deepseek2};
+static const arch_ops *const all_archs[] = {&arch_llama, &arch_qwen3, &arch_qwen3moe, &arch_deepseek2,
+                                            &arch_kimi_linear, &arch_qwen35moe};
 
 /* ---------------------------------------------------------------- keys */
 
@@ -205,22 +206,25 @@ int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int
     return load_mat(m, w, t, ne0, ne1, err);
 }
 
-int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, int flags, sl_err *err)
+int bind_f32(sl_model *m, const float **v, int il, const char *name, const int64_t *ne, int nd, int flags,
+             sl_err *err)
 {
     char full[160];
     tensor_name(full, sizeof full, il, name);
     const gguf_tensor *t;
     *v = NULL;
-    if (find_checked(m, &t, full, &n, 1, flags, err)) return -1;
+    if (find_checked(m, &t, full, ne, nd, flags, err)) return -1;
     if (!t) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= ne[i];
     float *out = spine_alloc(m, (uint64_t)n * sizeof(float), full, err);
     if (!out) return -1;
     if (t->type == GGML_TYPE_F32 || m->dry) {
         if (spine_read(m, t, out, err)) return -1;
     } else {
         if (t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
-            return sl_errf(err, "%s: tensor '%s' has type %s; 1-D tensors must be f32, f16 or bf16", m->g->path,
-                           full, ggml_type_name(t->type));
+            return sl_errf(err, "%s: tensor '%s' has type %s; it must be f32, f16 or bf16", m->g->path, full,
+                           ggml_type_name(t->type));
         sl_mat tmp = {.type = t->type, .ne0 = n, .ne1 = 1, .row_bytes = (size_t)t->nbytes};
         void *raw = malloc((size_t)t->nbytes);
         if (!raw) return sl_errf(err, "out of memory reading '%s'", full);
@@ -232,6 +236,11 @@ int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, 
     }
     *v = out;
     return 0;
+}
+
+int bind_vec(sl_model *m, const float **v, int il, const char *name, int64_t n, int flags, sl_err *err)
+{
+    return bind_f32(m, v, il, name, &n, 1, flags, err);
 }
 
 int bind_experts(sl_model *m, sl_mat *x, int *part, int il, const char *name, int64_t ne0, int64_t ne1, int flags,
@@ -380,6 +389,35 @@ static int read_vocab_size(sl_model *m, sl_err *err)
     return 0;
 }
 
+/* head_count_kv, a scalar or one entry per layer.  A per-layer array may
+ * vary (Kimi-Linear marks its recurrent layers with 0 there): the entries
+ * go to m->head_kv and n_head_kv is the largest; architectures that need
+ * one value reject a varying one (check_common). */
+static int read_head_kv(sl_model *m, sl_err *err)
+{
+    hparams *hp = &m->hp;
+    char key[160];
+    const gguf_kv *kv = gguf_find(m->g, arch_key(m, "attention.head_count_kv", key, sizeof key));
+    if (!kv || kv->v.type != GGUF_ARRAY) return key_u32(m, "attention.head_count_kv", &hp->n_head_kv, false, err);
+    if (kv->v.arr.n != (uint64_t)hp->n_layer)
+        return sl_errf(err, "%s: key '%s' has %llu entries, expected one per layer (%d)", m->g->path, key,
+                       (unsigned long long)kv->v.arr.n, hp->n_layer);
+    if (kv->v.arr.type != GGUF_UINT32 && kv->v.arr.type != GGUF_INT32)
+        return sl_errf(err, "%s: key '%s' is an array of %s, expected integers", m->g->path, key,
+                       gguf_vtype_name(kv->v.arr.type));
+    m->head_kv = calloc((size_t)hp->n_layer, sizeof *m->head_kv);
+    if (!m->head_kv) return sl_errf(err, "out of memory");
+    hp->n_head_kv = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        gguf_value e = gguf_arr_scalar(&kv->v, (uint64_t)il);
+        if (e.u > MAX_DIM) return sl_errf(err, "%s: key '%s' entry %d is out of range", m->g->path, key, il);
+        m->head_kv[il] = (int32_t)e.u;
+        if (m->head_kv[il] != m->head_kv[0]) hp->n_head_kv_varies = true;
+        if (m->head_kv[il] > hp->n_head_kv) hp->n_head_kv = m->head_kv[il];
+    }
+    return 0;
+}
+
 static int read_common(sl_model *m, int *scaling, float *rope_attn_factor, sl_err *err)
 {
     hparams *hp = &m->hp;
@@ -397,7 +435,7 @@ static int read_common(sl_model *m, int *scaling, float *rope_attn_factor, sl_er
         return -1;
     if (check_range(m, "attention.head_count", hp->n_head, 1, MAX_DIM, err)) return -1;
     hp->n_head_kv = hp->n_head;
-    if (key_u32_or_arr(m, "attention.head_count_kv", &hp->n_head_kv, false, err)) return -1;
+    if (read_head_kv(m, err)) return -1;
     if (read_rope_keys(m, scaling, rope_attn_factor, err)) return -1;
     hp->n_embd_head_k = hp->n_embd_head_v = hp->n_embd / hp->n_head;
     if (key_u32(m, "attention.key_length", &hp->n_embd_head_k, false, err) ||
@@ -417,6 +455,11 @@ static int read_common(sl_model *m, int *scaling, float *rope_attn_factor, sl_er
 int check_gqa(const sl_model *m, bool full_rotary, sl_err *err)
 {
     const hparams *hp = &m->hp;
+    if (hp->n_head_kv_varies) {
+        char key[160];
+        return sl_errf(err, "%s: key '%s' varies per layer, which sluice does not support for %s", m->g->path,
+                       arch_key(m, "attention.head_count_kv", key, sizeof key), m->ops->name);
+    }
     if (check_range(m, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head, err)) return -1;
     if (hp->n_head % hp->n_head_kv)
         return sl_errf(err, "%s: head_count %d is not a multiple of head_count_kv %d", m->g->path, hp->n_head,
@@ -513,6 +556,7 @@ void model_free(sl_model *m)
     for (size_t i = 0; i < m->n_bufs; i++) free(m->bufs[i]);
     free(m->bufs);
     free(m->layers);
+    free(m->head_kv);
     expert_layout_free(&m->xl);
     vocab_free(m->vocab);
     gguf_close(m->g);

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "experts/layout.h"
 #include "experts/provider.h"
@@ -93,6 +94,10 @@ typedef struct {
      * a time and keeps a prefix of them).  Free for attention-only models;
      * a recurrent model keeps that many snapshots of its state. */
     int32_t n_rollback;
+    /* Checkpoints (session_checkpoint) a recurrent model keeps at most; the
+     * oldest is replaced by a new one.  0: one.  Free for attention-only
+     * models. */
+    int32_t n_checkpoints;
 } session_opts;
 
 /* Bytes of KV cache a session of n_ctx tokens with OPTS (NULL: defaults)
@@ -132,9 +137,14 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
  * and checkpoints cost nothing. */
 
 /* Bytes of recurrent state one sequence holds (0 for attention-only
- * models); each snapshot costs as much.  The --mem planner counts
- * (1 + n_rollback + checkpoints kept) of them. */
+ * models); each snapshot costs as much. */
 uint64_t session_state_bytes(const sl_model *m);
+/* What a session with options O allocates for it (the --mem planner's
+ * figure): the current state, the n_rollback snapshots, one spare (an
+ * evaluation never overwrites the state it started from, so a failed one
+ * changes nothing) and the checkpoints: session_state_bytes times
+ * (n_rollback + 2 + max(1, n_checkpoints)). */
+uint64_t session_state_total_bytes(const sl_model *m, const session_opts *o);
 /* Whether session_rewind(S, POS) would succeed. */
 bool session_can_rewind(const sl_session *s, int32_t pos);
 /* Returns the session to the state it had when it held POS tokens
@@ -145,6 +155,16 @@ int session_rewind(sl_session *s, int32_t pos, sl_err *err);
 /* Keeps the state at the current position restorable (until a rewind to
  * before it).  A no-op for attention-only models. */
 int session_checkpoint(sl_session *s, sl_err *err);
+
+/* Saved contexts (sluice_state_save / load): the recurrent state at the
+ * current position, as bytes with a header that names its geometry and the
+ * position (nothing for attention-only models: write emits an empty record
+ * and read accepts only that).  The KV entries 0..pos are the caller's to
+ * save.  session_state_read sets the session's position to the saved one
+ * (KV entries must be restored to match) and drops every snapshot and
+ * checkpoint; on a mismatch or a short read it fails and changes nothing. */
+int session_state_write(const sl_session *s, FILE *f, sl_err *err);
+int session_state_read(sl_session *s, FILE *f, sl_err *err);
 
 /* The predictors of a layer's experts (sl_prefetch_layer.src_*):
  * ATTN:  layer L's norm and router applied to layer L-1's residual after

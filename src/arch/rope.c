@@ -1,6 +1,7 @@
 #include "arch/rope.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 static float maxf(float a, float b) { return a > b ? a : b; }
 static float minf(float a, float b) { return a < b ? a : b; }
@@ -27,6 +28,14 @@ static float yarn_ramp(float low, float high, int i0)
     return 1 - minf(1, maxf(0, y));
 }
 
+/* IMROPE (ggml_mrope_cache_init, interleaved): whether pair I reads one of
+ * the three streams that carry a text token's position, not the fourth. */
+static int imrope_text(const int32_t sec[4], int i)
+{
+    int n = sec[0] + sec[1] + sec[2] + sec[3], s = n > 0 ? i % n : 0;
+    return (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) || (s % 3 == 0 && s < 3 * sec[0]);
+}
+
 void rope_cache(const rope_params *rp, int32_t pos, float *cache)
 {
     float theta_scale = powf(rp->freq_base, -2.0f / rp->n_rot);
@@ -37,6 +46,7 @@ void rope_cache(const rope_params *rp, int32_t pos, float *cache)
         float ff = rp->freq_factors ? rp->freq_factors[i0 / 2] : 1.0f;
         float extrap = theta / ff;
         float interp = rp->freq_scale * extrap;
+        if (rp->mode == ROPE_MODE_IMROPE && !imrope_text(rp->sections, i0 / 2)) extrap = interp = 0.0f;
         float th = interp, mscale = rp->attn_factor;
         if (rp->ext_factor != 0.0f) {
             float mix = yarn_ramp(dims[0], dims[1], i0) * rp->ext_factor;
@@ -52,10 +62,12 @@ void rope_cache(const rope_params *rp, int32_t pos, float *cache)
 void rope_apply(const rope_params *rp, const float *cache, float *x)
 {
     int n = rp->n_rot;
+    if (rp->mode == ROPE_MODE_NONE) return;
+    bool neox = rp->mode == ROPE_MODE_NEOX || rp->mode == ROPE_MODE_IMROPE;
     for (int i0 = 0; i0 < n; i0 += 2) {
         float c = cache[i0], s = cache[i0 + 1];
-        int a = rp->mode == ROPE_MODE_NEOX ? i0 / 2 : i0;
-        int b = rp->mode == ROPE_MODE_NEOX ? i0 / 2 + n / 2 : i0 + 1;
+        int a = neox ? i0 / 2 : i0;
+        int b = neox ? i0 / 2 + n / 2 : i0 + 1;
         float x0 = x[a], x1 = x[b];
         x[a] = fmaf(x0, c, -(x1 * s));
         x[b] = fmaf(x0, s, x1 * c);

@@ -7,6 +7,7 @@
 
 #include "arch/arch.h"
 #include "arch/attn_simd.h"
+#include "arch/rstate.h"
 
 /* One micro-batch: T consecutive tokens at positions pos0 .. pos0+T-1. */
 struct batch {
@@ -25,6 +26,7 @@ enum {
     /* the predictor's own (pilot.c): it runs between a layer's begin and its
      * experts, so it must not touch the layer's buffers */
     SCR_P_XN, SCR_P_LOGITS, SCR_P_W, SCR_P_ATTN, SCR_P_OUT, SCR_P_TOKEN,
+    SCR_LIN, /* the linear-attention mixers' (kda.c, gdn.c) */
     SCR_COUNT
 };
 
@@ -35,12 +37,11 @@ typedef struct pilot pilot;
 /* What one layer keeps for the session (arch_layer_cache says what).
  * Attention: position p's key row starts at element (p % rows) * k_row of
  * k (rows == n_ctx unless the layer has a window, then a ring).
- * Recurrent: state_bytes of state, zeroed at creation. */
+ * Recurrent: no rows; the state lives in the session's rstate (rstate.h). */
 typedef struct {
     layer_cache c;
     int32_t rows;  /* KV rows held (0 for recurrent layers) */
     void *k, *v;   /* v == NULL when c.v_row == 0: values are the first head_v elements of k */
-    void *state;
 } kv_layer;
 
 struct sl_session {
@@ -59,6 +60,7 @@ struct sl_session {
     float *thr_tmp;       /* per-thread attention scratch */
     size_t thr_tmp_n;
     pilot *pilot;         /* expert prediction (pilot.h); NULL when off */
+    rstate *rs;           /* recurrent layers' state (rstate.h); NULL without them */
 };
 
 /* Scratch slot SLOT with at least BYTES bytes (64-byte aligned); NULL on OOM. */
@@ -79,6 +81,12 @@ void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *co
 
 /* y = x W^T + b over T rows (b may be NULL). */
 int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err);
+
+/* y_i = x W_i^T for N weights applied to the same T rows of x (n_embd-wide
+ * or any width: W_i->ne0), in as few dispatches as the activation
+ * conversions allow (one per distinct vec_dot type, up to three at once);
+ * y_i has row stride W_i->ne1.  Uses ACT_A..ACT_C. */
+int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, int T, float *const *y, sl_err *err);
 
 /* Adds bias b[n] to each of T rows of y (row stride n). */
 void add_bias(float *y, const float *b, int T, int64_t n);

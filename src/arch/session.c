@@ -103,6 +103,35 @@ int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const floa
     return 0;
 }
 
+int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, int T, float *const *y, sl_err *err)
+{
+    for (int i0 = 0; i0 < n;) {
+        /* the next products whose inputs fit in the three activations */
+        sl_act *acts[3] = {&s->act[ACT_A], &s->act[ACT_B], &s->act[ACT_C]};
+        uint32_t vt[3];
+        int na = 0, m = 0;
+        const sl_mat *ws[MM_MAX];
+        const sl_act *xs[MM_MAX];
+        float *ys[MM_MAX];
+        size_t st[MM_MAX];
+        for (; i0 + m < n && m < MM_MAX; m++) {
+            const sl_mat *wi = w[i0 + m];
+            uint32_t t = kernels_vec_dot_type(wi->type);
+            int a = 0;
+            while (a < na && vt[a] != t) a++;
+            if (a == na) {
+                if (na == 3) break;
+                if (act_prepare(acts[na], wi->type, x, wi->ne0, T, (size_t)wi->ne0, s->pool, err)) return -1;
+                vt[na++] = t;
+            }
+            ws[m] = wi, xs[m] = acts[a], ys[m] = y[i0 + m], st[m] = (size_t)wi->ne1;
+        }
+        matmul_multi(s, m, ws, xs, ys, st);
+        i0 += m;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ memory */
 
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
@@ -195,6 +224,48 @@ uint64_t session_scratch_allocated(const sl_session *s)
     return b + (uint64_t)s->n_threads * ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63);
 }
 
+/* ------------------------------------------------------ recurrent state */
+
+/* Floats of state each layer keeps (0: not recurrent). */
+static int64_t *layer_state_floats(const sl_model *m)
+{
+    int64_t *v = calloc((size_t)m->hp.n_layer, sizeof *v);
+    for (int il = 0; v && il < m->hp.n_layer; il++) {
+        layer_cache c;
+        arch_layer_cache(m, il, &c);
+        v[il] = c.kind == LAYER_RECURRENT ? (int64_t)(c.state_bytes / sizeof(float)) : 0;
+    }
+    return v;
+}
+
+uint64_t session_state_bytes(const sl_model *m)
+{
+    uint64_t b = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        layer_cache c;
+        arch_layer_cache(m, il, &c);
+        b += c.state_bytes;
+    }
+    return b;
+}
+
+static int32_t n_ckpt(const session_opts *o) { return o && o->n_checkpoints > 0 ? o->n_checkpoints : 1; }
+
+uint64_t session_state_total_bytes(const sl_model *m, const session_opts *o)
+{
+    return session_state_bytes(m) * (uint64_t)rstate_n_states(o ? o->n_rollback : 0, n_ckpt(o));
+}
+
+static int create_rstate(sl_session *s, const session_opts *o, sl_err *err)
+{
+    if (session_state_bytes(s->m) == 0) return 0;
+    int64_t *floats = layer_state_floats(s->m);
+    if (!floats) return sl_errf(err, "out of memory");
+    int rc = rstate_create(&s->rs, s->m->hp.n_layer, floats, o ? o->n_rollback : 0, n_ckpt(o), err);
+    free(floats);
+    return rc;
+}
+
 /* ------------------------------------------------------------ create */
 
 static int alloc_kv(sl_session *s, const session_opts *opts, sl_err *err)
@@ -213,12 +284,6 @@ static int alloc_kv(sl_session *s, const session_opts *opts, sl_err *err)
             L->v = L->c.v_row ? calloc((size_t)L->rows, (size_t)L->c.v_row * s->kv_elt) : NULL;
             if (!L->k || (L->c.v_row && !L->v))
                 return sl_errf(err, "out of memory for a KV cache of %d tokens", s->n_ctx);
-        }
-        if (L->c.state_bytes) {
-            L->state = calloc(1, (size_t)L->c.state_bytes);
-            if (!L->state)
-                return sl_errf(err, "out of memory for layer %d's recurrent state (%llu bytes)", il,
-                               (unsigned long long)L->c.state_bytes);
         }
     }
     return 0;
@@ -245,7 +310,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
     s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
-    if (alloc_kv(s, opts, err) || pilot_create(&s->pilot, m, pf, err)) goto fail;
+    if (alloc_kv(s, opts, err) || pilot_create(&s->pilot, m, pf, err) || create_rstate(s, opts, err)) goto fail;
     s->thr_tmp_n = attn_tmp_floats(m, n_ctx);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);
     if (!s->thr_tmp) {
@@ -272,13 +337,13 @@ void session_free(sl_session *s)
         for (int il = 0; il < s->m->hp.n_layer; il++) {
             free(s->kv[il].k);
             free(s->kv[il].v);
-            free(s->kv[il].state);
         }
     free(s->kv);
     for (int i = 0; i < SCR_COUNT; i++) free(s->scr[i]);
     for (int i = 0; i < ACT_COUNT; i++) act_free(&s->act[i]);
     free(s->thr_tmp);
     pilot_free(s->pilot);
+    rstate_free(s->rs);
     free(s);
 }
 
@@ -287,45 +352,55 @@ int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
 
 void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
-uint64_t session_state_bytes(const sl_model *m)
-{
-    uint64_t b = 0;
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        layer_cache c;
-        arch_layer_cache(m, il, &c);
-        b += c.state_bytes;
-    }
-    return b;
-}
-
 /* Attention rolls back by forgetting KV entries, as long as a windowed
- * layer's ring still holds the keys position POS will look at.  Recurrent
- * state has no snapshots yet: only the current position is restorable. */
+ * layer's ring still holds the keys position POS will look at; recurrent
+ * layers need a kept snapshot of their state (rstate.h). */
 bool session_can_rewind(const sl_session *s, int32_t pos)
 {
     if (pos < 0 || pos > s->pos) return false;
     if (pos == s->pos) return true;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
-        if (L->c.kind == LAYER_RECURRENT) return false;
+        if (L->c.kind != LAYER_ATTN) continue;
         int32_t first = L->c.window > 0 ? pos - L->c.window + 1 : 0;
         if (first < s->pos - L->rows) return false; /* overwritten in the ring */
     }
-    return true;
+    return !s->rs || rstate_can_rewind(s->rs, pos);
 }
 
 int session_rewind(sl_session *s, int32_t pos, sl_err *err)
 {
     if (!session_can_rewind(s, pos))
-        return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens and keeps no state for it",
-                       (int)pos, (int)s->pos);
+        return sl_errf(err, "cannot rewind to position %d: the session holds %d tokens and keeps no state for it%s",
+                       (int)pos, (int)s->pos, s->rs ? " (raise n_rollback or checkpoint the position)" : "");
+    if (s->rs) rstate_rewind(s->rs, pos);
     s->pos = pos;
     return 0;
 }
 
 int session_checkpoint(sl_session *s, sl_err *err)
 {
-    (void)s, (void)err;
+    (void)err;
+    if (s->rs) rstate_checkpoint(s->rs);
+    return 0;
+}
+
+int session_state_write(const sl_session *s, FILE *f, sl_err *err)
+{
+    return rstate_write(s->rs, s->pos, f, err);
+}
+
+int session_state_read(sl_session *s, FILE *f, sl_err *err)
+{
+    int32_t pos;
+    if (rstate_read(s->rs, f, &pos, err)) return -1;
+    if (pos > s->n_ctx) {
+        if (s->rs) rstate_rewind(s->rs, 0);
+        s->pos = 0;
+        return sl_errf(err, "saved state is at position %d, beyond this session's context of %d", (int)pos,
+                       (int)s->n_ctx);
+    }
+    s->pos = pos;
     return 0;
 }
 
@@ -379,19 +454,19 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (n > s->n_ctx - s->pos)
         return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
                        s->n_ctx);
+    /* one recurrent-state evaluation over every micro-batch: a failure in
+     * any of them returns the session to where it started */
     int32_t pos0 = s->pos;
-    for (int32_t off = 0; off < n; off += s->n_batch) {
+    if (s->rs) rstate_begin(s->rs, n);
+    int rc = 0;
+    for (int32_t off = 0; rc == 0 && off < n; off += s->n_batch) {
         int T = n - off < s->n_batch ? n - off : s->n_batch;
         bool last = off + T == n;
         int out_from = !logits ? T : all ? 0 : (last ? T - 1 : T);
         float *dst = !logits ? NULL : all ? logits + (size_t)off * hp->n_vocab : logits;
-        if (eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err)) {
-            /* the passes that succeeded wrote KV entries past pos0: forget
-             * them, so the caller sees the session as it was (a layer that
-             * keeps recurrent state restores it here too) */
-            s->pos = pos0;
-            return -1;
-        }
+        rc = eval_ubatch(s, tokens + off, T, dst, out_from, n == 1, err);
     }
-    return 0;
+    if (s->rs) rstate_end(s->rs, rc == 0);
+    if (rc) s->pos = pos0;
+    return rc;
 }

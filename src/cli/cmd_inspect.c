@@ -160,6 +160,7 @@ static void print_plan(const mem_plan *p, bool json_out)
            (int)p->n_batch);
     printf("  spine (resident):    %s\n", cli_fmt_bytes(p->spine, b[1], 32));
     printf("  KV cache:            %s\n", cli_fmt_bytes(p->kv, b[2], 32));
+    if (p->state) printf("  recurrent state:     %s (with its snapshots)\n", cli_fmt_bytes(p->state, b[2], 32));
     printf("  scratch:             %s\n", cli_fmt_bytes(p->scratch, b[3], 32));
     printf("  runtime + metadata:  %s\n", cli_fmt_bytes(p->runtime + p->meta, b[4], 32));
     printf("  expert cache:        %s = %lld of %lld experts (%.1f%%), %s per slot\n",
@@ -171,9 +172,9 @@ static void print_plan(const mem_plan *p, bool json_out)
 
 static json_t *plan_json(const mem_plan *p)
 {
-    return json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (int)p->n_ctx, "n_batch",
+    return json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (int)p->n_ctx, "n_batch",
                      (int)p->n_batch, "total", (json_int_t)p->total, "spine",
-                     (json_int_t)p->spine, "kv", (json_int_t)p->kv, "scratch", (json_int_t)p->scratch, "runtime",
+                     (json_int_t)p->spine, "kv", (json_int_t)p->kv, "state", (json_int_t)p->state, "scratch", (json_int_t)p->scratch, "runtime",
                      (json_int_t)(p->runtime + p->meta), "cache", (json_int_t)p->cache, "slot_bytes",
                      (json_int_t)p->slot_bytes, "experts_cached", (json_int_t)p->slots, "experts",
                      (json_int_t)p->experts, "pin", (json_int_t)p->pin, "unused", (json_int_t)p->unused);

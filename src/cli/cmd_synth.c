@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "       sluice synth --route-check FILE [--samples N]\n"
             "  Writes a GGUF with a real MoE architecture's shapes and metadata, a real\n"
             "  tokenizer and random well-formed quantised weights; llama.cpp loads it too.\n"
-            "  --like SHAPE        qwen3-30b-a3b | deepseek-v2-lite | kimi-k2-scaled\n"
+            "  --like SHAPE        qwen3-30b-a3b | deepseek-v2-lite | kimi-k2-scaled |\n"
+            "                      kimi-linear-48b-a3b | qwen3.5-35b-a3b\n"
             "  -o, --output FILE   written as FILE.partial, renamed when complete\n"
             "  --layers N          number of layers\n"
             "  --experts N         routed experts per layer (experts used capped at N)\n"
@@ -127,7 +128,8 @@ static int build_config(const opts *o, synth_config *c)
 {
     sl_err err;
     memset(c, 0, sizeof *c);
-    if (!o->like) return cli_fail("--like is required (qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled)");
+    if (!o->like) return cli_fail("--like is required (qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled, kimi-linear-48b-a3b, "
+                                     "qwen3.5-35b-a3b)");
     if (synth_shape_preset(o->like, &c->shape, &err)) return cli_fail("%s", err.msg);
     synth_shape *s = &c->shape;
     if ((o->layers >= 0 && set_field(s, "n_layer", o->layers, &err)) ||
@@ -163,9 +165,12 @@ static int build_config(const opts *o, synth_config *c)
  * $SLUICE_SHARED/vocab), else the bundled model's. */
 static const char *default_vocab(const char *like, char *buf, size_t cap)
 {
-    const char *file = !strcmp(like, "qwen3-30b-a3b")      ? "qwen3.gguf"
-                       : !strcmp(like, "deepseek-v2-lite") ? "ggml-vocab-deepseek-llm.gguf"
-                                                           : "deepseek-v3.gguf";
+    /* Kimi's (163840) and Qwen3.5's (248320) own vocabularies are not
+     * available offline: Kimi-Linear takes DeepSeek-V3's like kimi-k2-scaled,
+     * Qwen3.5 Qwen3's */
+    const char *file = !strcmp(like, "qwen3-30b-a3b") || !strcmp(like, "qwen3.5-35b-a3b") ? "qwen3.gguf"
+                       : !strcmp(like, "deepseek-v2-lite")                                ? "ggml-vocab-deepseek-llm.gguf"
+                                                                                          : "deepseek-v3.gguf";
     const char *env = getenv("SLUICE_SHARED");
     if (env && *env) {
         snprintf(buf, cap, "%s/vocab/%s", env, file);
@@ -222,10 +227,11 @@ static void print_plan(const synth_config *c, synth_job *j, const char *vocab)
         total += t[i].nbytes;
         if (t[i].role == SYNTH_EXPERTS) experts += t[i].nbytes;
     }
-    uint32_t moe_layers = s->family == SYNTH_DEEPSEEK2 ? s->n_layer - s->n_dense_lead : s->n_layer;
+    uint32_t moe_layers = s->family == SYNTH_DEEPSEEK2 || s->family == SYNTH_KIMI_LINEAR ? s->n_layer - s->n_dense_lead
+                                                                                           : s->n_layer;
     char b1[32], b2[32], b3[32], b4[32];
     printf("shape:    %s (%s), %u layers, n_embd %u, %u heads, %u experts (%u used",
-           s->like, s->family == SYNTH_QWEN3MOE ? "qwen3moe" : "deepseek2", s->n_layer, s->n_embd, s->n_head,
+           s->like, synth_family_arch(s->family), s->n_layer, s->n_embd, s->n_head,
            s->n_expert, s->n_expert_used);
     if (s->n_expert_shared) printf(", %u shared", s->n_expert_shared);
     printf("), expert FFN %u\n", s->n_ff_exp);

@@ -138,6 +138,10 @@ int generate(const sl_model *m, gen_seq *q, sl_sampler *smp, const gen_opts *o, 
     double t0 = sl_now(), t_first = 0, t_last = 0;
     logprob_buf lb;
     int rc = seq_eval(q, err);
+    /* a recurrent model restores only kept states: keep the end of the
+     * prompt, so a next turn whose re-rendered history leaves this one's
+     * reply early restarts here, not from 0 (free for attention-only models) */
+    if (rc == 0 && pending > 1) rc = session_checkpoint(q->s, err);
     st->prompt_tokens = (int64_t)pending;
     st->prompt_s = sl_now() - t0;
     if (rc == 0 && cb && cb->on_prompt_logits && cb->on_prompt_logits(cb->ud, q->logits, q->n_vocab))

@@ -108,11 +108,12 @@ static int make_plan(sl_engine *e, uint64_t slot_bytes, sl_err *err)
 {
     const sl_model *m = e->model;
     int threads = e->pool ? pool_threads(e->pool) : e->opts.threads > 0 ? e->opts.threads : cpu_physical_cores();
+    session_opts so = engine_session_opts(e);
     mem_plan_in in = {
         .total = e->opts.mem,
         .spine = model_spine_bytes(m),
-        .kv = session_kv_bytes(m, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch}) +
-              session_state_bytes(m),
+        .kv = session_kv_bytes(m, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch}),
+        .state = session_state_total_bytes(m, &so),
         .scratch = session_scratch_bytes(m, e->n_ctx, e->n_batch, threads) + run_buffers(m),
         .slot_bytes = slot_bytes,
         .experts = all_experts(model_expert_layout(m)),
@@ -138,8 +139,10 @@ static void choose_mode(sl_engine *e, const gguf_file *g)
         return;
     }
     if (!L || e->streaming) return;
+    session_opts so = engine_session_opts(e);
     uint64_t need = model_spine_bytes(e->model) + all_expert_bytes(L) +
-                    session_kv_bytes(e->model, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch});
+                    session_kv_bytes(e->model, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch}) +
+                    session_state_total_bytes(e->model, &so);
     uint64_t avail = engine_available_memory();
     if (!avail || need < avail / 10 * 9) return;
     e->streaming = true;

@@ -21,16 +21,17 @@ static const char *mib(uint64_t b, char *buf)
 int mem_plan_make(mem_plan *p, const mem_plan_in *in, sl_err *err)
 {
     char a[32], b[32], c[32], d[32];
-    *p = (mem_plan){.total = in->total, .spine = in->spine, .kv = in->kv, .scratch = in->scratch,
+    *p = (mem_plan){.total = in->total, .spine = in->spine, .kv = in->kv, .state = in->state, .scratch = in->scratch,
                     .runtime = mem_runtime_overhead(in->threads, in->metadata), .slot_bytes = in->slot_bytes,
                     .experts = in->experts};
     p->meta = (uint64_t)in->experts * 24; /* cache key record + heat count + used flag */
-    uint64_t fixed = p->spine + p->kv + p->scratch + p->runtime + p->meta;
+    uint64_t fixed = p->spine + p->kv + p->state + p->scratch + p->runtime + p->meta;
     if (fixed > p->total) {
         char e[32];
-        return sl_errf(err, "--mem %s is too small: the spine (%s), KV cache (%s) and scratch/runtime (%s) alone need %s",
-                       mib(p->total, a), mib(p->spine, b), mib(p->kv, c), mib(p->scratch + p->runtime + p->meta, d),
-                       mib(fixed, e));
+        return sl_errf(err, "--mem %s is too small: the spine (%s), KV cache and recurrent state (%s) and "
+                            "scratch/runtime (%s) alone need %s",
+                       mib(p->total, a), mib(p->spine, b), mib(p->kv + p->state, c),
+                       mib(p->scratch + p->runtime + p->meta, d), mib(fixed, e));
     }
     uint64_t left = p->total - fixed;
     int64_t slots = in->slot_bytes ? (int64_t)(left / in->slot_bytes) : 0;

@@ -16,6 +16,7 @@ typedef struct {
     uint64_t total;        /* the budget (--mem) */
     uint64_t spine;        /* resident dense weights */
     uint64_t kv;           /* KV cache for n_ctx tokens */
+    uint64_t state;        /* recurrent layers' state with its snapshots (0 without such layers) */
     uint64_t scratch;      /* activations and work buffers */
     uint64_t runtime;      /* code, libraries, stacks, allocator slack */
     uint64_t meta;         /* per-(layer, expert) records */
@@ -29,7 +30,7 @@ typedef struct {
 } mem_plan;
 
 typedef struct {
-    uint64_t total, spine, kv, scratch;
+    uint64_t total, spine, kv, state, scratch;
     uint64_t slot_bytes;   /* one cache slot */
     int64_t experts;       /* routed experts in the model */
     int min_slots;         /* smallest useful cache (e.g. experts used per token) */

@@ -51,7 +51,7 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0)
 static float gain_of(synth_family fam, const char *name)
 {
     if (!strcmp(name, "attn_output.weight")) return ATTN_OUT_GAIN;
-    if (fam == SYNTH_QWEN3MOE)
+    if (fam == SYNTH_QWEN3MOE || fam == SYNTH_QWEN35MOE)
         return !strcmp(name, "attn_q_norm.weight") || !strcmp(name, "attn_k_norm.weight") ? QK_GAIN : 1.0f;
     return !strcmp(name, "attn_q.weight") || !strcmp(name, "attn_q_b.weight") || !strcmp(name, "attn_k_b.weight") ||
                    !strcmp(name, "attn_kv_a_mqa.weight")
@@ -74,11 +74,16 @@ static int add(synth_job *j, synth_role role, int32_t layer, uint32_t type, cons
     else snprintf(t->name, sizeof t->name, "%s", name);
     t->role = role, t->layer = layer, t->n_dims = n_dims;
     t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = 1;
-    t->type = role == SYNTH_NORM || role == SYNTH_ROUTER || role == SYNTH_PROBS_B ? GGML_TYPE_F32
-                                                                                : fallback_type(type, ne0);
+    t->type = synth_role_f32(role) ? GGML_TYPE_F32 : fallback_type(type, ne0);
     t->nbytes = ggml_row_bytes(t->type, (uint64_t)ne0) * (uint64_t)(ne1 * ne2);
     t->gain = gain_of(j->c.shape.family, name);
     return 0;
+}
+
+bool synth_role_f32(synth_role r)
+{
+    return r == SYNTH_NORM || r == SYNTH_ROUTER || r == SYNTH_PROBS_B || r == SYNTH_CONV || r == SYNTH_SSM_A ||
+           r == SYNTH_DT_BIAS;
 }
 
 #define NORM(L, name, n) add(j, SYNTH_NORM, L, 0, name, 1, n, 1, 1, err)
@@ -89,13 +94,20 @@ static int plan_moe_ffn(synth_job *j, int32_t L, sl_err *err)
     const synth_shape *s = &j->c.shape;
     uint32_t et = j->c.expert_type;
     int rc = add(j, SYNTH_ROUTER, L, 0, "ffn_gate_inp.weight", 2, s->n_embd, s->n_expert, 1, err);
-    if (!rc && s->family == SYNTH_DEEPSEEK2 && s->exp_probs_b)
+    if (!rc && s->family != SYNTH_QWEN3MOE && s->exp_probs_b)
         rc = add(j, SYNTH_PROBS_B, L, 0, "exp_probs_b.bias", 1, s->n_expert, 1, 1, err);
     if (!rc) rc = add(j, SYNTH_EXPERTS, L, et, "ffn_gate_exps.weight", 3, s->n_embd, s->n_ff_exp, s->n_expert, err);
     if (!rc) rc = add(j, SYNTH_EXPERTS, L, et, "ffn_up_exps.weight", 3, s->n_embd, s->n_ff_exp, s->n_expert, err);
     if (!rc) rc = add(j, SYNTH_EXPERTS, L, et, "ffn_down_exps.weight", 3, s->n_ff_exp, s->n_embd, s->n_expert, err);
-    if (rc || !s->n_expert_shared) return rc;
     uint32_t dt = j->c.dense_type;
+    if (!rc && s->family == SYNTH_QWEN35MOE) { /* the gated shared expert */
+        int64_t fs = s->n_ff_shexp;
+        if (NORM(L, "ffn_gate_inp_shexp.weight", s->n_embd) || MAT(L, "ffn_gate_shexp.weight", s->n_embd, fs) ||
+            MAT(L, "ffn_up_shexp.weight", s->n_embd, fs) || MAT(L, "ffn_down_shexp.weight", fs, s->n_embd))
+            return -1;
+        return 0;
+    }
+    if (rc || !s->n_expert_shared) return rc;
     int64_t sh = (int64_t)s->n_ff_exp * s->n_expert_shared;
     if (MAT(L, "ffn_gate_shexp.weight", s->n_embd, sh) || MAT(L, "ffn_up_shexp.weight", s->n_embd, sh) ||
         MAT(L, "ffn_down_shexp.weight", sh, s->n_embd))
@@ -142,14 +154,76 @@ static int plan_deepseek2_layer(synth_job *j, int32_t L, sl_err *err)
     return 0;
 }
 
+/* Kimi Delta Attention (kimi-linear): q/k/v with their own conv taps, the
+ * low-rank decay and output gate, beta, A and dt bias, the head norm. */
+static int plan_kda(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type;
+    int64_t E = s->n_embd, d = s->ssm_state, H = s->n_head, C = H * d;
+    static const char *const proj[3] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
+    static const char *const conv[3] = {"ssm_conv1d_q.weight", "ssm_conv1d_k.weight", "ssm_conv1d_v.weight"};
+    for (int c = 0; c < 3; c++)
+        if (MAT(L, proj[c], E, C) || add(j, SYNTH_CONV, L, 0, conv[c], 3, s->ssm_conv, 1, C, err)) return -1;
+    if (MAT(L, "ssm_f_a.weight", E, d) || MAT(L, "ssm_f_b.weight", d, C) || MAT(L, "ssm_beta.weight", E, H) ||
+        add(j, SYNTH_SSM_A, L, 0, "ssm_a", 2, 1, H, 1, err) ||
+        add(j, SYNTH_DT_BIAS, L, 0, "ssm_dt.bias", 1, C, 1, 1, err) || MAT(L, "ssm_g_a.weight", E, d) ||
+        MAT(L, "ssm_g_b.weight", d, C) || NORM(L, "ssm_norm.weight", d) || MAT(L, "attn_output.weight", C, E))
+        return -1;
+    return 0;
+}
+
+/* kimi-linear: KDA or MLA without q_lora, then a dense FFN or MoE. */
+static int plan_kimi_layer(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type;
+    if (!synth_layer_attends(s, (uint32_t)L)) {
+        if (NORM(L, "attn_norm.weight", s->n_embd) || plan_kda(j, L, err) || NORM(L, "ffn_norm.weight", s->n_embd))
+            return -1;
+        if ((uint32_t)L >= s->n_dense_lead) return plan_moe_ffn(j, L, err);
+        return MAT(L, "ffn_gate.weight", s->n_embd, s->n_ff) || MAT(L, "ffn_up.weight", s->n_embd, s->n_ff) ||
+                       MAT(L, "ffn_down.weight", s->n_ff, s->n_embd)
+                   ? -1
+                   : 0;
+    }
+    return plan_deepseek2_layer(j, L, err); /* the MLA layer: the same tensors, q_lora 0 */
+}
+
+/* qwen35moe: a gated delta net layer or a gated attention layer, then MoE. */
+static int plan_qwen35_layer(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type;
+    int64_t E = s->n_embd, D = s->head_dim, d = s->ssm_state, nv = s->ssm_vheads, vd = nv * d;
+    int64_t conv = 2 * (int64_t)s->ssm_groups * d + vd;
+    if (NORM(L, "attn_norm.weight", E) || NORM(L, "post_attention_norm.weight", E)) return -1;
+    if (synth_layer_attends(s, (uint32_t)L)) {
+        if (MAT(L, "attn_q.weight", E, 2 * s->n_head * D) || MAT(L, "attn_k.weight", E, s->n_head_kv * D) ||
+            MAT(L, "attn_v.weight", E, s->n_head_kv * D) || NORM(L, "attn_q_norm.weight", D) ||
+            NORM(L, "attn_k_norm.weight", D) || MAT(L, "attn_output.weight", s->n_head * D, E))
+            return -1;
+    } else if (MAT(L, "attn_qkv.weight", E, conv) || MAT(L, "attn_gate.weight", E, vd) ||
+               add(j, SYNTH_CONV, L, 0, "ssm_conv1d.weight", 2, s->ssm_conv, conv, 1, err) ||
+               add(j, SYNTH_DT_BIAS, L, 0, "ssm_dt.bias", 1, nv, 1, 1, err) ||
+               add(j, SYNTH_SSM_A, L, 0, "ssm_a", 1, nv, 1, 1, err) || MAT(L, "ssm_beta.weight", E, nv) ||
+               MAT(L, "ssm_alpha.weight", E, nv) || NORM(L, "ssm_norm.weight", d) ||
+               MAT(L, "ssm_out.weight", vd, E)) {
+        return -1;
+    }
+    return plan_moe_ffn(j, L, err);
+}
+
 static int plan(synth_job *j, sl_err *err)
 {
     const synth_shape *s = &j->c.shape;
     if (add(j, SYNTH_EMBD, -1, j->c.embd_type, "token_embd.weight", 2, s->n_embd, (int64_t)j->n_vocab, 1, err))
         return -1;
     for (uint32_t L = 0; L < s->n_layer; L++) {
-        int rc = s->family == SYNTH_QWEN3MOE ? plan_qwen3moe_layer(j, (int32_t)L, err)
-                                             : plan_deepseek2_layer(j, (int32_t)L, err);
+        int rc = s->family == SYNTH_QWEN3MOE      ? plan_qwen3moe_layer(j, (int32_t)L, err)
+                 : s->family == SYNTH_KIMI_LINEAR ? plan_kimi_layer(j, (int32_t)L, err)
+                 : s->family == SYNTH_QWEN35MOE   ? plan_qwen35_layer(j, (int32_t)L, err)
+                                                  : plan_deepseek2_layer(j, (int32_t)L, err);
         if (rc) return -1;
     }
     if (add(j, SYNTH_NORM, -1, 0, "output_norm.weight", 1, s->n_embd, 1, 1, err)) return -1;
@@ -189,7 +263,7 @@ static void meta_common(meta *m, const synth_shape *s, uint64_t n_vocab)
     m_u32(m, "embedding_length", s->n_embd);
     m_u32(m, "feed_forward_length", s->n_ff);
     m_u32(m, "attention.head_count", s->n_head);
-    m_u32(m, "attention.head_count_kv", s->n_head_kv);
+    if (s->family != SYNTH_KIMI_LINEAR) m_u32(m, "attention.head_count_kv", s->n_head_kv); /* kimi: per layer */
     m_f32(m, "rope.freq_base", s->rope_base);
     m_f32(m, "attention.layer_norm_rms_epsilon", s->rms_eps);
     m_u32(m, "expert_count", s->n_expert);
@@ -240,6 +314,54 @@ static void meta_deepseek2(meta *m, const synth_shape *s)
     if (s->yarn_factor > 0) m_f32(m, "rope.scaling.yarn_log_multiplier", 0.1f * s->yarn_mscale_all_dim);
 }
 
+/* kimi-linear, as conversion/kimi_linear.py writes it: the per-layer
+ * head_count_kv array marks the KDA layers with 0 (the only layer-type
+ * signal llama.cpp reads), MLA keys without q_lora, gating required. */
+static void meta_kimi(meta *m, const synth_shape *s)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
+    int32_t *kv = calloc(s->n_layer, sizeof *kv);
+    if (!kv && !m->rc) m->rc = sl_errf(m->err, "out of memory");
+    for (uint32_t L = 0; kv && L < s->n_layer; L++) kv[L] = synth_layer_attends(s, L) ? 1 : 0;
+    if (kv && !m->rc) m->rc = gguf_w_kv_arr(m->w, k, GGUF_INT32, kv, s->n_layer, m->err);
+    free(kv);
+    m_u32(m, "ssm.conv_kernel", s->ssm_conv);
+    m_u32(m, "kda.head_dim", s->ssm_state);
+    m_u32(m, "attention.kv_lora_rank", s->kv_lora);
+    m_u32(m, "attention.key_length", s->kv_lora + s->qk_rope);
+    m_u32(m, "attention.value_length", s->kv_lora);
+    m_u32(m, "attention.key_length_mla", s->qk_nope + s->qk_rope);
+    m_u32(m, "attention.value_length_mla", s->v_head);
+    m_u32(m, "rope.dimension_count", s->qk_rope);
+    m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
+    m_u32(m, "expert_shared_count", s->n_expert_shared);
+    m_u32(m, "leading_dense_block_count", s->n_dense_lead);
+    m_f32(m, "expert_weights_scale", s->weights_scale);
+    m_u32(m, "expert_gating_func", s->gating);
+}
+
+/* qwen35moe, as convert_hf_to_gguf.py writes Qwen3.5-MoE. */
+static void meta_qwen35(meta *m, const synth_shape *s)
+{
+    char k[128];
+    m_u32(m, "attention.key_length", s->head_dim);
+    m_u32(m, "attention.value_length", s->head_dim);
+    m_u32(m, "rope.dimension_count", s->n_rot);
+    snprintf(k, sizeof k, "%s.rope.dimension_sections", m->arch);
+    int32_t sec[4];
+    for (int i = 0; i < 4; i++) sec[i] = (int32_t)s->rope_sections[i];
+    if (!m->rc) m->rc = gguf_w_kv_arr(m->w, k, GGUF_INT32, sec, 4, m->err);
+    m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
+    m_u32(m, "expert_shared_feed_forward_length", s->n_ff_shexp);
+    m_u32(m, "ssm.conv_kernel", s->ssm_conv);
+    m_u32(m, "ssm.state_size", s->ssm_state);
+    m_u32(m, "ssm.group_count", s->ssm_groups);
+    m_u32(m, "ssm.time_step_rank", s->ssm_vheads);
+    m_u32(m, "ssm.inner_size", s->ssm_vheads * s->ssm_state);
+    m_u32(m, "full_attention_interval", s->attn_interval);
+}
+
 /* llama_ftype of a file whose bulk is TYPE (llama.h) */
 static uint32_t file_type(uint32_t type)
 {
@@ -268,7 +390,7 @@ static int copy_tokenizer(gguf_writer *w, const gguf_file *vocab, sl_err *err)
 static int write_meta(synth_job *j, const gguf_file *vocab, sl_err *err)
 {
     const synth_shape *s = &j->c.shape;
-    const char *arch = s->family == SYNTH_QWEN3MOE ? "qwen3moe" : "deepseek2";
+    const char *arch = synth_family_arch(s->family);
     char name[96];
     snprintf(name, sizeof name, "sluice-synth %s", s->like);
     meta m = {.w = j->w, .arch = arch, .err = err};
@@ -277,6 +399,8 @@ static int write_meta(synth_job *j, const gguf_file *vocab, sl_err *err)
     if (!m.rc) m.rc = gguf_w_kv_str(j->w, "general.name", name, err);
     meta_common(&m, s, j->n_vocab);
     if (s->family == SYNTH_QWEN3MOE) meta_qwen3moe(&m, s);
+    else if (s->family == SYNTH_KIMI_LINEAR) meta_kimi(&m, s);
+    else if (s->family == SYNTH_QWEN35MOE) meta_qwen35(&m, s);
     else meta_deepseek2(&m, s);
     if (!m.rc) m.rc = copy_tokenizer(j->w, vocab, err);
     if (!m.rc) m.rc = gguf_w_kv_u32(j->w, "general.quantization_version", 2, err);
@@ -333,7 +457,7 @@ static void place_skew(synth_job *j)
 {
     const synth_shape *s = &j->c.shape;
     j->skew_dim = -1;
-    if (j->c.route_skew <= 0 || (s->family == SYNTH_DEEPSEEK2 && s->exp_probs_b)) return;
+    if (j->c.route_skew <= 0 || (s->family != SYNTH_QWEN3MOE && s->exp_probs_b)) return;
     sy_rng r;
     sy_rng_seed(&r, j->c.seed, 0x5e3d);
     j->skew_dim = (int32_t)(sy_next(&r) % s->n_embd);

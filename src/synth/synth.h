@@ -16,7 +16,10 @@
 #include "gguf/gguf.h"
 #include "util/err.h"
 
-typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2 } synth_family;
+typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2, SYNTH_KIMI_LINEAR, SYNTH_QWEN35MOE } synth_family;
+
+/* general.architecture of a family's files. */
+const char *synth_family_arch(synth_family f);
 
 /* Hyperparameters, named like llama.cpp's; 0 where an arch has no such thing. */
 typedef struct {
@@ -36,7 +39,18 @@ typedef struct {
     float yarn_factor;     /* 0: no rope scaling */
     uint32_t yarn_orig_ctx;
     float yarn_beta_fast, yarn_beta_slow, yarn_mscale_all_dim;
+    /* recurrent layers (kimi-linear: KDA, with ssm_groups = ssm_vheads =
+     * n_head; qwen35moe: the gated delta net): conv taps, head size, q/k and
+     * v heads; every attn_interval-th layer attends (kimi-linear: also the
+     * last one, as Kimi-Linear-48B's 27th) */
+    uint32_t ssm_conv, ssm_state, ssm_groups, ssm_vheads, attn_interval;
+    uint32_t n_rot;          /* qwen35moe partial rotary dims */
+    uint32_t rope_sections[4]; /* qwen35moe IMRoPE */
+    uint32_t n_ff_shexp;     /* qwen35moe shared expert width */
 } synth_shape;
+
+/* Whether layer L of shape S attends (else it is recurrent). */
+bool synth_layer_attends(const synth_shape *s, uint32_t L);
 
 /* Fills OUT with the preset's real shape; -1 (message lists the presets) if unknown. */
 int synth_shape_preset(const char *like, synth_shape *out, sl_err *err);
@@ -65,8 +79,14 @@ int synth_config_types(synth_config *c, uint32_t type, sl_err *err);
 bool synth_type_supported(uint32_t type);
 
 typedef enum {
-    SYNTH_EMBD, SYNTH_OUTPUT, SYNTH_NORM, SYNTH_ROUTER, SYNTH_PROBS_B, SYNTH_MATRIX, SYNTH_EXPERTS
+    SYNTH_EMBD, SYNTH_OUTPUT, SYNTH_NORM, SYNTH_ROUTER, SYNTH_PROBS_B, SYNTH_MATRIX, SYNTH_EXPERTS,
+    SYNTH_CONV,    /* f32 conv taps, N(0, 1/d_conv) (llama-quantize keeps ssm_conv1d) */
+    SYNTH_SSM_A,   /* f32 decay A = -exp(A_log), A_log ~ U(0, ln 16) */
+    SYNTH_DT_BIAS, /* f32 softplus^-1(dt), ln dt ~ U(ln 1e-3, ln 0.1) */
 } synth_role;
+
+/* Roles whose tensors are always f32 (never quantised). */
+bool synth_role_f32(synth_role r);
 
 typedef struct {
     char name[64];

@@ -74,7 +74,8 @@ static int32_t resid_pos(const synth_job *j, const synth_tensor *t)
     if (t->layer < 0) return strcmp(t->name, "output_norm.weight") == 0 ? 2 * (int32_t)j->c.shape.n_layer : -1;
     const char *base = strchr(strchr(t->name, '.') + 1, '.') + 1;
     if (strcmp(base, "attn_norm.weight") == 0) return 2 * t->layer;
-    if (strcmp(base, "ffn_norm.weight") == 0) return 2 * t->layer + 1;
+    if (strcmp(base, "ffn_norm.weight") == 0 || strcmp(base, "post_attention_norm.weight") == 0)
+        return 2 * t->layer + 1;
     return -1;
 }
 
@@ -104,11 +105,17 @@ static void gen_router(const synth_job *j, const synth_tensor *t, float *v, sy_r
 static int gen_f32(wctx *x, const synth_tensor *t, sy_rng *r)
 {
     const synth_job *j = x->j;
-    uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
+    uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
     float *v = calloc(n, sizeof *v);
     if (!v) return sl_errf(x->err, "out of memory for tensor '%s'", t->name);
     if (t->role == SYNTH_NORM) gen_norm(j, t, v, r);
     else if (t->role == SYNTH_ROUTER) gen_router(j, t, v, r);
+    else if (t->role == SYNTH_CONV)
+        for (uint64_t i = 0; i < n; i++) v[i] = sy_gauss(r) / sqrtf((float)t->ne[0]);
+    else if (t->role == SYNTH_SSM_A) /* stored already negated, as the converters do */
+        for (uint64_t i = 0; i < n; i++) v[i] = -expf(logf(16.0f) * sy_unif(r));
+    else if (t->role == SYNTH_DT_BIAS) /* softplus^-1(dt) = log(expm1(dt)) */
+        for (uint64_t i = 0; i < n; i++) v[i] = logf(expm1f(expf(logf(1e-3f) + logf(100.0f) * sy_unif(r))));
     else if (j->c.route_skew > 0) skew_biases(j, t->layer, BETA_SIGMOID, v); /* SYNTH_PROBS_B */
     int rc = emit(x, v, n * sizeof *v);
     free(v);
@@ -176,7 +183,7 @@ int synth_job_write(synth_job *j, const char *path, synth_progress_fn progress, 
         const synth_tensor *t = &j->t[i];
         sy_rng r;
         sy_rng_seed(&r, j->c.seed, i + 1);
-        bool f32 = t->role == SYNTH_NORM || t->role == SYNTH_ROUTER || t->role == SYNTH_PROBS_B;
+        bool f32 = synth_role_f32(t->role);
         rc = f32 ? gen_f32(&x, t, &r) : gen_rows(&x, t, &r);
         if (rc) sl_err_wrap(err, "tensor '%s'", t->name);
     }
