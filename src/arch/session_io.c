@@ -10,7 +10,7 @@
 static size_t rows_of(const kv_layer *L, int32_t n) { return (size_t)(n < L->rows ? n : L->rows); }
 static size_t v_row(const kv_layer *L) { return L->v ? (size_t)L->c.v_row : 0; }
 
-uint64_t session_state_layout(const sl_session *s)
+uint64_t session_kv_layout(const sl_session *s)
 {
     XXH3_state_t *st = XXH3_createState();
     if (!st) return 0;
@@ -20,6 +20,7 @@ uint64_t session_state_layout(const sl_session *s)
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
         int64_t w[6] = {L->c.kind, L->c.k_row, (int64_t)v_row(L), L->rows, L->c.window, (int64_t)L->c.state_bytes};
+        /* the recurrent state's own record names its geometry */
         XXH3_64bits_update(st, w, sizeof w);
     }
     uint64_t h = XXH3_64bits_digest(st);
@@ -27,32 +28,30 @@ uint64_t session_state_layout(const sl_session *s)
     return h;
 }
 
-uint64_t session_state_size(const sl_session *s, int32_t n)
+uint64_t session_kv_size(const sl_session *s, int32_t n)
 {
     uint64_t t = 0;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
         t += (uint64_t)rows_of(L, n) * ((size_t)L->c.k_row + v_row(L)) * s->kv_elt;
-        if (L->state) t += L->c.state_bytes;
     }
     return t;
 }
 
-int session_state_write(const sl_session *s, int32_t n, session_put_fn put, void *ud, sl_err *err)
+int session_kv_write(const sl_session *s, int32_t n, session_put_fn put, void *ud, sl_err *err)
 {
-    /* recurrent state is that of the session's position: only it is saved */
     if (n != s->pos) return sl_errf(err, "session state: %d positions asked, %d held", (int)n, (int)s->pos);
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
         size_t rows = rows_of(L, n);
         if ((L->k && put(ud, L->k, rows * (size_t)L->c.k_row * s->kv_elt)) ||
-            (L->v && put(ud, L->v, rows * v_row(L) * s->kv_elt)) || (L->state && put(ud, L->state, L->c.state_bytes)))
+            (L->v && put(ud, L->v, rows * v_row(L) * s->kv_elt)))
             return sl_errf(err, "session state: write failed");
     }
     return 0;
 }
 
-int session_state_read(sl_session *s, int32_t n, session_get_fn get, void *ud, sl_err *err)
+int session_kv_read(sl_session *s, int32_t n, session_get_fn get, void *ud, sl_err *err)
 {
     s->pos = 0;
     if (n < 0 || n > s->n_ctx)
@@ -61,7 +60,7 @@ int session_state_read(sl_session *s, int32_t n, session_get_fn get, void *ud, s
         kv_layer *L = &s->kv[il];
         size_t rows = rows_of(L, n);
         if ((L->k && get(ud, L->k, rows * (size_t)L->c.k_row * s->kv_elt)) ||
-            (L->v && get(ud, L->v, rows * v_row(L) * s->kv_elt)) || (L->state && get(ud, L->state, L->c.state_bytes)))
+            (L->v && get(ud, L->v, rows * v_row(L) * s->kv_elt)))
             return sl_errf(err, "session state: short read in layer %d", il);
     }
     s->pos = n;

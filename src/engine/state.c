@@ -41,7 +41,7 @@ static void model_identity(sl_engine *e, identity *id)
         free(b);
     }
     id->data_hash = XXH3_64bits_digest(&st);
-    id->layout = session_state_layout(e->session);
+    id->layout = session_kv_layout(e->session);
 }
 
 static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
@@ -67,6 +67,37 @@ static int get(void *ud, void *p, size_t n)
     if (n && fread(p, 1, n, io->f) != n) return -1;
     XXH3_64bits_update(&io->h, p, n);
     return 0;
+}
+
+/* The recurrent layers' record (session_state_write; empty for
+ * attention-only models), length-prefixed, inside the checksum. */
+static int put_recurrent(sl_engine *e, hashed_io *io, sl_err *err)
+{
+    char *rec = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&rec, &len);
+    if (!m) return sl_errf(err, "state save: out of memory");
+    int rc = session_state_write(e->session, m, err);
+    if (fclose(m) && rc == 0) rc = sl_errf(err, "state save: out of memory");
+    uint8_t b[8];
+    put_u64(b, (uint64_t)len);
+    if (rc == 0 && (put(io, b, 8) || put(io, rec, len))) rc = sl_errf(err, "state save: write failed");
+    free(rec);
+    return rc;
+}
+
+static int get_recurrent(sl_engine *e, hashed_io *io, uint64_t len, sl_err *err)
+{
+    uint8_t b[8];
+    char *rec = malloc(len ? len : 1);
+    if (!rec) return sl_errf(err, "state load: out of memory for %llu bytes", (unsigned long long)len);
+    int rc = get(io, b, 8) || get(io, rec, len) ? sl_errf(err, "state load: short read") : 0;
+    FILE *m = rc == 0 ? fmemopen(rec, len ? len : 1, "rb") : NULL;
+    if (rc == 0 && !m) rc = sl_errf(err, "state load: out of memory");
+    if (rc == 0) rc = session_state_read(e->session, m, err);
+    if (m) fclose(m);
+    free(rec);
+    return rc;
 }
 
 int engine_state_save(sl_engine *e, const int32_t *tokens, size_t n, const char *path, sl_err *err)
@@ -96,7 +127,8 @@ int engine_state_save(sl_engine *e, const int32_t *tokens, size_t n, const char 
         put_u32(t, (uint32_t)tokens[i]);
         rc = put(&io, t, 4);
     }
-    if (rc == 0) rc = session_state_write(e->session, n_eval, put, &io, err);
+    if (rc == 0) rc = session_kv_write(e->session, n_eval, put, &io, err);
+    if (rc == 0) rc = put_recurrent(e, &io, err);
     uint8_t sum[8];
     put_u64(sum, XXH3_64bits_digest(&io.h));
     if (rc == 0 && fwrite(sum, 1, 8, io.f) != 8) rc = -1;
@@ -112,7 +144,7 @@ int engine_state_save(sl_engine *e, const int32_t *tokens, size_t n, const char 
 
 /* Opens PATH and checks its header against this model; *N its tokens. */
 static FILE *open_checked(sl_engine *e, const char *path, uint8_t h[HEADER], size_t *n, int32_t *n_eval,
-                          sl_err *err)
+                          uint64_t *rec_len, sl_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return sl_errf(err, "%s: %s", path, strerror(errno)), NULL;
@@ -128,10 +160,14 @@ static FILE *open_checked(sl_engine *e, const char *path, uint8_t h[HEADER], siz
     if (!why) {
         *n = get_u32(h + 48);
         *n_eval = (int32_t)get_u32(h + 52);
-        uint64_t want = HEADER + 4ull * *n + session_state_size(e->session, *n_eval) + 8;
+        uint64_t at = HEADER + 4ull * *n + session_kv_size(e->session, *n_eval);
+        uint8_t lb[8] = {0};
         if (*n > (size_t)session_n_ctx(e->session)) why = "more tokens than this context holds";
         else if (*n_eval < 0 || (size_t)*n_eval > *n) why = "a damaged header (evaluated tokens)";
-        else if ((uint64_t)st.st_size != want) why = "truncated or padded (its size does not match its header)";
+        else if ((uint64_t)st.st_size < at + 16 || pread(fileno(f), lb, 8, (off_t)at) != 8)
+            why = "truncated (shorter than its header says)";
+        else if ((*rec_len = get_u64(lb)) > (uint64_t)st.st_size || (uint64_t)st.st_size != at + 16 + *rec_len)
+            why = "truncated or padded (its size does not match its header)";
     }
     if (why) {
         fclose(f);
@@ -159,7 +195,8 @@ int engine_state_peek(sl_engine *e, const char *path, int32_t **tokens, size_t *
 {
     uint8_t h[HEADER];
     int32_t n_eval;
-    FILE *f = open_checked(e, path, h, n, &n_eval, err);
+    uint64_t rec_len;
+    FILE *f = open_checked(e, path, h, n, &n_eval, &rec_len, err);
     if (!f) return -1;
     XXH3_state_t hs;
     XXH3_64bits_reset(&hs);
@@ -194,15 +231,21 @@ int engine_state_load(sl_engine *e, const char *path, int32_t **tokens, size_t *
 {
     uint8_t h[HEADER];
     *tokens = NULL;
-    FILE *f = open_checked(e, path, h, n, n_eval, err);
+    uint64_t rec_len = 0;
+    FILE *f = open_checked(e, path, h, n, n_eval, &rec_len, err);
     if (!f) return -1;
-    uint64_t size = HEADER + 4ull * *n + session_state_size(e->session, *n_eval) + 8;
+    uint64_t size = HEADER + 4ull * *n + session_kv_size(e->session, *n_eval) + 16 + rec_len;
     int rc = verify(f, size, path, err);
     hashed_io io = {.f = f};
     XXH3_64bits_reset(&io.h);
     if (rc == 0 && fseek(f, HEADER, SEEK_SET)) rc = sl_errf(err, "%s: seek failed", path);
     if (rc == 0) rc = read_tokens(f, &io.h, *n, tokens, path, err);
-    if (rc == 0) rc = session_state_read(e->session, *n_eval, get, &io, err);
+    if (rc == 0) rc = session_kv_read(e->session, *n_eval, get, &io, err);
+    if (rc == 0 && get_recurrent(e, &io, rec_len, err)) {
+        sl_err e0;
+        session_rewind(e->session, 0, &e0); /* the KV rows already changed: start over, empty */
+        rc = -1;
+    }
     fclose(f);
     if (rc) free(*tokens), *tokens = NULL;
     return rc;
