@@ -238,11 +238,12 @@ static int check_message(ctx *c, json_t *msg, size_t i)
     while (*k && strcmp(*k, r)) k++;
     if (!*k)
         return srv_fail(c->err, 400, g, "unknown role '%.40s' (system, developer, user, assistant or tool)", r);
+    bool is_asst = !strcmp(r, "assistant");
+    /* R dies with the old value when the role is replaced: last use above */
     if (!strcmp(r, "developer")) json_object_set_new(msg, "role", json_string("system"));
     snprintf(g, sizeof g, "%s.content", f);
     if (content_text(c, msg, g)) return -1;
     json_t *content = json_object_get(msg, "content");
-    bool is_asst = !strcmp(r, "assistant");
     if ((!content || json_is_null(content)) && !(is_asst && opt(msg, "tool_calls")))
         return srv_fail(c->err, 400, g, "'%s' is missing (only an assistant message with tool_calls may omit it)", g);
     snprintf(g, sizeof g, "%s.tool_calls", f);
