@@ -681,8 +681,12 @@ static void shape_rules(void)
     T_CHECK(synth_shape_preset("kimi-k2-scaled", &s, &err) == 0, "preset");
     s.n_layer = 27;
     T_CHECK(synth_shape_check(&s, &err) == -1 && strstr(err.msg, "26 or 27 layers"), "27-layer kimi: %s", err.msg);
-    s.n_layer = 4, s.n_expert = 513;
-    T_CHECK(synth_shape_check(&s, &err) == -1, "513 experts");
+    s.n_layer = 4, s.n_expert = 513; /* sluice runs it; llama.cpp (LLAMA_MAX_EXPERTS 512) would not load it */
+    T_CHECK(synth_shape_check(&s, &err) == 0 && synth_shape_llama_note(&s), "513 experts: %s", err.msg);
+    s.n_expert = 512;
+    T_CHECK(!synth_shape_llama_note(&s), "512 experts need no note");
+    s.n_expert = 40000;
+    T_CHECK(synth_shape_check(&s, &err) == -1, "40000 experts");
     s.n_expert = 8, s.n_expert_used = 9;
     T_CHECK(synth_shape_check(&s, &err) == -1, "used > experts");
     s.n_expert_used = 8, s.n_dense_lead = 4;

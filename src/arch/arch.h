@@ -13,6 +13,11 @@
 #include "experts/layout.h"
 #include "experts/provider.h"
 
+/* Routed experts per layer: far above any real model (Kimi K3 has 896,
+ * llama.cpp stops at 512); expert ids must fit the pilot's int16 tables.
+ * Everything else is sized from the model's own expert count. */
+enum { MOE_MAX_EXPERTS = 32768 };
+
 /* Router gating, numbered as llama.cpp's llama_expert_gating_func_type. */
 typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
 
@@ -78,6 +83,9 @@ typedef struct {
     const float *exp_probs_b;
     sl_mat x_gate, x_up, x_down;
     int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
+    /* byte offset of up in its part: a fused ffn_gate_up_exps part holds
+     * gate's n_ff rows, then up's (part_gate == part_up) */
+    size_t off_up;
 
     /* linear attention (kda.c, gdn.c): conv taps {d_conv, channels} in f32
      * (KDA: one per q, k, v; GDN: [0] over all channels), decay A < 0 and
@@ -211,6 +219,9 @@ int bind_io(sl_model *m, sl_err *err);
  * attention with per-head norms (qwen3.c). */
 int bind_qkv(sl_model *m, layer_w *L, int il, sl_err *err);
 int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
+/* The routed experts' gate and up (fused ffn_gate_up_exps {n_embd, 2 n_ff,
+ * n_expert} or separate; gate optional unless GATE_REQUIRED) and down. */
+int bind_expert_ffn(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
 int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */

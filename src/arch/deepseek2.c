@@ -3,7 +3,6 @@
  * shared expert, sigmoid or softmax gating, selection bias exp_probs_b,
  * group-limited top-k, renormalisation and routed scaling. */
 #include <math.h>
-#include <stdio.h>
 
 #include "arch/arch.h"
 #include "arch/block.h"
@@ -125,9 +124,7 @@ static int ds2_ffn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
     L->moe = true;
     if (bind_mat(m, &L->router, il, "ffn_gate_inp.weight", d, hp->n_expert, 0, err) ||
         bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, T_OPTIONAL, err) ||
-        bind_experts(m, &L->x_down, &L->part_down, il, "ffn_down_exps.weight", fe, d, 0, err) ||
-        bind_experts(m, &L->x_gate, &L->part_gate, il, "ffn_gate_exps.weight", d, fe, 0, err) ||
-        bind_experts(m, &L->x_up, &L->part_up, il, "ffn_up_exps.weight", d, fe, 0, err))
+        bind_expert_ffn(m, L, il, fe, true, err))
         return -1;
     if (bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", d, fs, 0, err) ||
         bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", fs, d, 0, err) ||
@@ -142,10 +139,6 @@ static int ds2_tensors(sl_model *m, sl_err *err)
     for (int il = 0; il < m->hp.n_layer; il++) {
         layer_w *L = &m->layers[il];
         L->part_gate = L->part_up = L->part_down = -1;
-        char name[64];
-        snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-        if (gguf_find_tensor(m->g, name))
-            return sl_errf(err, "%s: fused expert tensor '%s' is not supported", m->g->path, name);
         if (ds2_attn_tensors(m, L, il, err) || ds2_ffn_tensors(m, L, il, err)) return -1;
     }
     return 0;

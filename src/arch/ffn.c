@@ -63,13 +63,21 @@ static int argmax_free(const float *v, const unsigned char *taken, int n)
     return best;
 }
 
+/* moe_route's work area: selection scores (E), group scores (G), taken
+ * flags for experts (E) and for groups or a group's experts. */
+size_t moe_route_work_bytes(const hparams *hp)
+{
+    size_t E = (size_t)hp->n_expert, G = hp->n_expert_groups > 1 ? (size_t)hp->n_expert_groups : 1;
+    size_t per = E / G;
+    return (E + G) * sizeof(float) + E + (G > per ? G : per);
+}
+
 /* DeepSeek-V3 group limiting: a group scores the sum of its two best
  * selection scores; only the best n_group_used groups stay selectable. */
-static void limit_groups(const hparams *hp, float *sel)
+static void limit_groups(const hparams *hp, float *sel, float *score, unsigned char *taken)
 {
     int G = hp->n_expert_groups, per = hp->n_expert / G;
-    float score[512];
-    unsigned char taken[512];
+    if (G < 2 || per < 1) return; /* checked at load */
     for (int g = 0; g < G; g++) {
         const float *v = sel + g * per;
         memset(taken, 0, (size_t)per);
@@ -92,17 +100,19 @@ static void limit_groups(const hparams *hp, float *sel)
             for (int i = 0; i < per; i++) sel[g * per + i] = -INFINITY;
 }
 
-void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids, float *w)
+void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids, float *w, void *work)
 {
     int E = hp->n_expert, K = hp->n_expert_used;
-    float *probs = logits, sel[512];
+    int G = hp->n_expert_groups > 1 ? hp->n_expert_groups : 1;
+    float *probs = logits, *sel = work, *gscore = sel + E;
+    unsigned char *taken = (unsigned char *)(gscore + G), *gtaken = taken + E;
     if (hp->gating == GATING_SIGMOID)
         for (int e = 0; e < E; e++) probs[e] = 1.f / (1.f + expf(-probs[e]));
     else
         op_softmax(probs, E);
     for (int e = 0; e < E; e++) sel[e] = L->exp_probs_b ? probs[e] + L->exp_probs_b[e] : probs[e];
-    if (hp->n_expert_groups > 1) limit_groups(hp, sel);
-    unsigned char taken[512] = {0};
+    if (G > 1) limit_groups(hp, sel, gscore, gtaken);
+    memset(taken, 0, (size_t)E);
     for (int k = 0; k < K; k++) {
         int e = argmax_free(sel, taken, E);
         if (e < 0) e = 0; /* unreachable: K <= E is checked at load */
@@ -131,6 +141,7 @@ typedef struct {
     int32_t *start; /* per expert: offset into slots */
     int32_t *slots; /* grouped by expert: t * K + k */
     int32_t *list;  /* distinct experts, ascending */
+    int32_t *fill;  /* per expert: next free slot while grouping */
     int n_list;
 } routing;
 
@@ -145,17 +156,16 @@ static void group_by_expert(routing *r)
         off += r->count[e];
         if (r->count[e]) r->list[r->n_list++] = e;
     }
-    int32_t fill[512];
-    memcpy(fill, r->start, sizeof(int32_t) * (size_t)r->E);
-    for (int i = 0; i < r->T * r->K; i++) r->slots[fill[r->ids[i]]++] = i;
+    memcpy(r->fill, r->start, sizeof(int32_t) * (size_t)r->E);
+    for (int i = 0; i < r->T * r->K; i++) r->slots[r->fill[r->ids[i]]++] = i;
 }
 
 /* llama.cpp's expert products (mul_mat_id) sum float weights in vec_dot's
  * order, not the dense sgemm order, so experts say so (kernels.h). */
-static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part)
+static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part, size_t off)
 {
     sl_mat w = *geom;
-    w.data = v->parts[part];
+    w.data = (const char *)v->parts[part] + off;
     w.order = SL_ORDER_VEC_DOT;
     return w;
 }
@@ -185,8 +195,8 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     sl_act xu = xa_up == xa ? xg
                             : (sl_act){.vtype = xa_up->vtype, .n = xa_up->n, .rows = n, .row_bytes = rbu,
                                        .data = gx + (size_t)n * rb};
-    sl_mat wu = expert_mat(&L->x_up, v, L->part_up), wg = {0};
-    if (L->part_gate >= 0) wg = expert_mat(&L->x_gate, v, L->part_gate);
+    sl_mat wu = expert_mat(&L->x_up, v, L->part_up, L->off_up), wg = {0};
+    if (L->part_gate >= 0) wg = expert_mat(&L->x_gate, v, L->part_gate, 0);
     const sl_mat *w[2] = {&wu, &wg};
     const sl_act *x[2] = {&xu, &xg};
     float *out[2] = {u, g};
@@ -197,7 +207,7 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     } else {
         for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
     }
-    sl_mat wd = expert_mat(&L->x_down, v, L->part_down);
+    sl_mat wd = expert_mat(&L->x_down, v, L->part_down, 0);
     if (act_prepare(&s->act[ACT_C], wd.type, h, n_ff, n, (size_t)n_ff, s->pool, err)) return -1;
     const sl_mat *wdp = &wd;
     const sl_act *xd = &s->act[ACT_C];
@@ -255,10 +265,10 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
                              .data = gx + (size_t)rows * rb + (size_t)row * rbu}
                   : *xg;
         sl_mat *wi = &w[3 * (i - i0)];
-        wi[0] = expert_mat(&L->x_up, &b->v[i], L->part_up);
+        wi[0] = expert_mat(&L->x_up, &b->v[i], L->part_up, L->off_up);
         jobs[nj++] = (sl_matmul_job){&wi[0], xu, u + (size_t)row * n_ff, (size_t)n_ff};
         if (gate) {
-            wi[1] = expert_mat(&L->x_gate, &b->v[i], L->part_gate);
+            wi[1] = expert_mat(&L->x_gate, &b->v[i], L->part_gate, 0);
             jobs[nj++] = (sl_matmul_job){&wi[1], xg, g + (size_t)row * n_ff, (size_t)n_ff};
         }
         row += n;
@@ -277,7 +287,7 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
         xi->rows = n;
         xi->data = (char *)xd->data + (size_t)row * xd->row_bytes;
         sl_mat *wd = &w[3 * (i - i0) + 2];
-        *wd = expert_mat(&L->x_down, &b->v[i], L->part_down);
+        *wd = expert_mat(&L->x_down, &b->v[i], L->part_down, 0);
         jobs[nj++] = (sl_matmul_job){wd, xi, d + (size_t)row * n_embd, (size_t)n_embd};
         row += n;
     }
@@ -335,14 +345,16 @@ static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, 
     float *logits = scr_get(s, SCR_R_LOGITS, (size_t)T * E * sizeof(float), err);
     r->ids = scr_get(s, SCR_R_IDS, (size_t)T * K * sizeof(int32_t), err);
     r->w = scr_get(s, SCR_R_W, (size_t)T * K * sizeof(float), err);
-    r->count = scr_get(s, SCR_R_COUNT, (size_t)E * 2 * sizeof(int32_t), err);
+    r->count = scr_get(s, SCR_R_COUNT, (size_t)E * 3 * sizeof(int32_t) + moe_route_work_bytes(hp), err);
     r->slots = scr_get(s, SCR_R_SLOTS, (size_t)T * K * sizeof(int32_t), err);
     r->list = scr_get(s, SCR_R_LIST, (size_t)E * sizeof(int32_t), err);
     if (!logits || !r->ids || !r->w || !r->count || !r->slots || !r->list) return -1;
     r->start = r->count + E;
+    r->fill = r->start + E;
+    void *work = r->fill + E;
     r->T = T, r->K = K, r->E = E;
     if (linear(s, &s->act[ACT_A], &L->router, NULL, xn, T, logits, err)) return -1;
-    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, r->ids + t * K, r->w + t * K);
+    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, r->ids + t * K, r->w + t * K, work);
     group_by_expert(r);
     return 0;
 }

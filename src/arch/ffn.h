@@ -15,7 +15,9 @@ int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat 
 int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err);
 
 /* The router decision for one row (exposed for tests): expert ids and
- * weights in rank order, from router logits (n_expert values; clobbered). */
-void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids, float *w);
+ * weights in rank order, from router logits (n_expert values; clobbered).
+ * WORK: moe_route_work_bytes(hp) bytes, float-aligned. */
+void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids, float *w, void *work);
+size_t moe_route_work_bytes(const hparams *hp);
 
 #endif

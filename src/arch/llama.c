@@ -34,18 +34,33 @@ int bind_qkv(sl_model *m, layer_w *L, int il, sl_err *err)
     return 0;
 }
 
+int bind_expert_ffn(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err)
+{
+    const hparams *hp = &m->hp;
+    int64_t d = hp->n_embd;
+    L->off_up = 0;
+    if (bind_experts(m, &L->x_gate, &L->part_gate, il, "ffn_gate_up_exps.weight", d, 2 * n_ff, T_OPTIONAL, err))
+        return -1;
+    if (L->part_gate >= 0) { /* fused: one slice per expert, gate's rows then up's */
+        L->x_gate.ne1 = n_ff;
+        L->x_up = L->x_gate;
+        L->part_up = L->part_gate;
+        L->off_up = (size_t)n_ff * L->x_gate.row_bytes;
+    } else if (bind_experts(m, &L->x_gate, &L->part_gate, il, "ffn_gate_exps.weight", d, n_ff,
+                            gate_required ? 0 : T_OPTIONAL, err) ||
+               bind_experts(m, &L->x_up, &L->part_up, il, "ffn_up_exps.weight", d, n_ff, 0, err)) {
+        return -1;
+    }
+    return bind_experts(m, &L->x_down, &L->part_down, il, "ffn_down_exps.weight", n_ff, d, 0, err);
+}
+
 /* Routed experts {n_embd, n_ff, n_expert} (gate optional) and the router. */
 int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err)
 {
     const hparams *hp = &m->hp;
     L->moe = true;
-    if (bind_mat(m, &L->router, il, "ffn_gate_inp.weight", hp->n_embd, hp->n_expert, 0, err) ||
-        bind_experts(m, &L->x_gate, &L->part_gate, il, "ffn_gate_exps.weight", hp->n_embd, n_ff,
-                     gate_required ? 0 : T_OPTIONAL, err) ||
-        bind_experts(m, &L->x_up, &L->part_up, il, "ffn_up_exps.weight", hp->n_embd, n_ff, 0, err) ||
-        bind_experts(m, &L->x_down, &L->part_down, il, "ffn_down_exps.weight", n_ff, hp->n_embd, 0, err))
-        return -1;
-    return 0;
+    if (bind_mat(m, &L->router, il, "ffn_gate_inp.weight", hp->n_embd, hp->n_expert, 0, err)) return -1;
+    return bind_expert_ffn(m, L, il, n_ff, gate_required, err);
 }
 
 static int llama_tensors(sl_model *m, sl_err *err)

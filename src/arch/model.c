@@ -14,7 +14,7 @@
 
 /* Upper bounds that keep a damaged file from causing huge allocations;
  * llama.cpp's own limits where it has them. */
-enum { MAX_LAYERS = 512, MAX_EXPERTS = 512, MAX_DIM = 1 << 20 };
+enum { MAX_LAYERS = 512, MAX_DIM = 1 << 20 };
 
 static const arch_ops *const all_archs[] = {&arch_llama, &arch_qwen3, &arch_qwen3moe, &arch_deepseek2,
                                             &arch_kimi_linear, &arch_qwen35moe};
@@ -355,7 +355,7 @@ static int read_moe_keys(sl_model *m, sl_err *err)
         key_u32(m, "expert_group_count", &hp->n_expert_groups, false, err) ||
         key_u32(m, "expert_group_used_count", &hp->n_group_used, false, err))
         return -1;
-    if (check_range(m, "expert_count", hp->n_expert, 0, MAX_EXPERTS, err) ||
+    if (check_range(m, "expert_count", hp->n_expert, 0, MOE_MAX_EXPERTS, err) ||
         check_range(m, "expert_used_count", hp->n_expert_used, 0, hp->n_expert, err))
         return -1;
     if (hp->n_expert == 0) {

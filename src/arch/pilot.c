@@ -35,6 +35,9 @@ struct pilot {
     pilot_layer *L;
     int32_t *ids;            /* backing store of every layer's hint and prev */
     int16_t *tok;            /* n_vocab x K: the first layer's experts for each token id last time, -1 unseen */
+    int32_t *count;          /* E: build_hint's tallies */
+    int16_t *rank;           /* E: build_hint's best ranks */
+    uint8_t *in_a;           /* E: pilot_observe's actual experts of a position */
     sl_prefetch_layer *out;  /* n_moe, filled by pilot_stats */
 };
 
@@ -52,7 +55,10 @@ int pilot_create(pilot **out, const sl_model *m, sl_prefetch_mode mode, sl_err *
     p->out = calloc((size_t)p->n_layer, sizeof *p->out);
     p->n_vocab = hp->n_vocab;
     p->tok = malloc((size_t)p->n_vocab * (size_t)p->K * sizeof *p->tok);
-    if (!p->L || !p->ids || !p->out || !p->tok) {
+    p->count = calloc((size_t)p->E, sizeof *p->count);
+    p->rank = calloc((size_t)p->E, sizeof *p->rank);
+    p->in_a = calloc((size_t)p->E, sizeof *p->in_a);
+    if (!p->L || !p->ids || !p->out || !p->tok || !p->count || !p->rank || !p->in_a) {
         pilot_free(p);
         return sl_errf(err, "out of memory for the expert predictor (%d layers)", hp->n_layer);
     }
@@ -76,7 +82,8 @@ uint64_t pilot_bytes(const sl_model *m)
     const hparams *hp = &m->hp;
     uint64_t L = (uint64_t)hp->n_layer, K = (uint64_t)hp->n_expert_used;
     return sizeof(pilot) + L * (sizeof(pilot_layer) + sizeof(sl_prefetch_layer)) +
-           L * ((uint64_t)hp->n_expert + K) * sizeof(int32_t) + (uint64_t)hp->n_vocab * K * sizeof(int16_t);
+           L * ((uint64_t)hp->n_expert + K) * sizeof(int32_t) + (uint64_t)hp->n_vocab * K * sizeof(int16_t) +
+           (uint64_t)hp->n_expert * (sizeof(int32_t) + sizeof(int16_t) + sizeof(uint8_t));
 }
 
 void pilot_free(pilot *p)
@@ -86,6 +93,9 @@ void pilot_free(pilot *p)
     free(p->ids);
     free(p->out);
     free(p->tok);
+    free(p->count);
+    free(p->rank);
+    free(p->in_a);
     free(p);
 }
 
@@ -145,11 +155,11 @@ static int predict(sl_session *s, int j, const float *x, int T, int32_t *ids, sl
     int E = hp->n_expert, K = hp->n_expert_used;
     float *xn = scr_get(s, SCR_P_XN, (size_t)T * hp->n_embd * sizeof(float), err);
     float *logits = scr_get(s, SCR_P_LOGITS, (size_t)T * E * sizeof(float), err);
-    float *w = scr_get(s, SCR_P_W, (size_t)K * sizeof(float), err);
+    float *w = scr_get(s, SCR_P_W, (size_t)K * sizeof(float) + moe_route_work_bytes(hp), err);
     if (!xn || !logits || !w) return -1;
     norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
     if (linear(s, &s->act[ACT_P], &L->router, NULL, xn, T, logits, err)) return -1;
-    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, ids + (size_t)t * K, w);
+    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, ids + (size_t)t * K, w, w + K);
     return 0;
 }
 
@@ -157,8 +167,8 @@ static int predict(sl_session *s, int j, const float *x, int T, int32_t *ids, sl
  * predicted first (then by best rank, then id), into l->hint. */
 static void build_hint(const pilot *p, pilot_layer *l, const int32_t *pred, int T)
 {
-    int32_t count[512] = {0};
-    int16_t rank[512];
+    int32_t *count = p->count;
+    int16_t *rank = p->rank;
     l->n_hint = 0;
     for (int i = 0; i < T * p->K; i++) {
         int e = pred[i], k = i % p->K;
@@ -177,6 +187,7 @@ static void build_hint(const pilot *p, pilot_layer *l, const int32_t *pred, int 
         }
         l->hint[b] = e;
     }
+    for (int i = 0; i < l->n_hint; i++) count[l->hint[i]] = 0; /* zero again for the next call */
 }
 
 static int pred_slot(int src)
@@ -285,7 +296,7 @@ void pilot_observe(sl_session *s, int il, const int32_t *ids)
     int K = p->K;
     for (int t = 0; t < p->T; t++) {
         const int32_t *a = ids + (size_t)t * K;
-        uint8_t in_a[512] = {0};
+        uint8_t *in_a = p->in_a; /* all zero between positions */
         for (int k = 0; k < K; k++) in_a[a[k]] = 1;
         for (int c = 0; c < SL_PRED_COUNT; c++) {
             if (c == SL_PRED_PREV || !l->have[c]) continue;
@@ -293,12 +304,14 @@ void pilot_observe(sl_session *s, int il, const int32_t *ids)
         }
         if (t > 0) score_one(p, l, SL_PRED_PREV, a - K, in_a);
         else if (l->has_prev) score_one(p, l, SL_PRED_PREV, l->prev, in_a);
-        if (!p->decode) continue;
-        int h = overlap(l->hint, l->n_hint, in_a);
-        for (int k = 0; k < l->n_hint && k < 8; k++) l->rank_hits[k] += in_a[l->hint[k]], l->rank_hinted[k]++;
-        l->steps++;
-        l->hits += (uint64_t)h, l->predicted += (uint64_t)l->n_hint, l->actual += (uint64_t)K;
-        if (l->n_hint) l->hinted_steps++, l->src_steps[l->choice]++;
+        if (p->decode) {
+            int h = overlap(l->hint, l->n_hint, in_a);
+            for (int k = 0; k < l->n_hint && k < 8; k++) l->rank_hits[k] += in_a[l->hint[k]], l->rank_hinted[k]++;
+            l->steps++;
+            l->hits += (uint64_t)h, l->predicted += (uint64_t)l->n_hint, l->actual += (uint64_t)K;
+            if (l->n_hint) l->hinted_steps++, l->src_steps[l->choice]++;
+        }
+        for (int k = 0; k < K; k++) in_a[a[k]] = 0;
     }
     memcpy(l->prev, ids + (size_t)(p->T - 1) * K, sizeof(int32_t) * (size_t)K);
     l->has_prev = true;

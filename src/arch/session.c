@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "arch/attn.h"
+#include "arch/ffn.h"
 #include "arch/pilot.h"
 
 enum { DEFAULT_BATCH = 512 };
@@ -202,9 +203,10 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     f += T * max3(Hkv * dv, H * (kvl + rot), 0) + T * H * max3(dv, kvl, 0); /* V, ATT */
     f += max3(T * max3(H * dk + Hkv * (dk + dv), F, H * (uint64_t)hp->n_embd_head_v_mla), R, 0); /* T1 */
     f += max3(dk + kvl, T * F, R) + max3(T * max3(F, lq, 0), R, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
-    f += T * E + 3 * T * K + 3 * E;                                        /* router */
+    uint64_t rw = E ? (uint64_t)moe_route_work_bytes(hp) / sizeof(float) + 1 : 0; /* moe_route's work */
+    f += T * E + 3 * T * K + 3 * E + rw;                                   /* router */
     f += max3(2 * TK * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + TK * D; /* R_GATHER, R_ROWS */
-    if (E) f += T * D + T * E + K + 3 * T * K;                             /* the predictor's (pilot.c) */
+    if (E) f += T * D + T * E + K + rw + 3 * T * K;                        /* the predictor's (pilot.c) */
     uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;
     bytes += 3 * (T * widest_row(hp) * sizeof(float) + T * 64);           /* converted activations */
     bytes += (TK - T) * (widest_row(hp) * sizeof(float) + 64);             /* ACT_C of a K-row group */

@@ -17,7 +17,7 @@
 #include "util/clock.h"
 
 #define SPACE_MARGIN (64ull << 20)
-#define MAX_EXPERTS 4096
+#define MAX_EXPERTS 32768 /* MOE_MAX_EXPERTS (src/arch/arch.h): what sluice runs */
 
 static void usage(FILE *f)
 {
@@ -158,6 +158,8 @@ static int build_config(const opts *o, synth_config *c)
     c->seed = o->seed;
     c->durable = true;
     if (synth_shape_check(s, &err)) return cli_fail("%s: %s", s->like, err.msg);
+    const char *note = synth_shape_llama_note(s);
+    if (note) fprintf(stderr, "sluice: note: %s\n", note);
     return 0;
 }
 
@@ -323,11 +325,14 @@ static int route_check(const char *path, uint32_t samples)
     gguf_file *g;
     if (gguf_open(&g, path, &err)) return cli_fail("%s", err.msg);
     int32_t first = -1, last = -1;
+    uint32_t cap = 0; /* the widest router: counts are sized from the file */
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         int L;
         if (sscanf(g->tensors[i].name, "blk.%d.ffn_gate_inp.weight", &L) == 1 && strstr(g->tensors[i].name, "gate_inp")) {
             if (first < 0 || L < first) first = L;
             if (L > last) last = L;
+            if (g->tensors[i].ne[1] > (int64_t)cap && g->tensors[i].ne[1] <= (int64_t)MAX_EXPERTS)
+                cap = (uint32_t)g->tensors[i].ne[1];
         }
     }
     if (first < 0) {
@@ -335,14 +340,14 @@ static int route_check(const char *path, uint32_t samples)
         return cli_fail("%s: no routers (blk.N.ffn_gate_inp.weight)", path);
     }
     int32_t layers[3] = {first, (first + last) / 2, last};
-    uint64_t *counts = calloc(MAX_EXPERTS, sizeof *counts);
+    uint64_t *counts = calloc(cap ? cap : 1, sizeof *counts);
     int rc = counts ? 0 : cli_fail("out of memory");
     printf("routing of %u random hidden states (N(0,1), skew coordinate at 1) through the file's routers\n", samples);
     printf("%6s %8s %10s %10s %10s\n", "layer", "experts", "top share", "max/mean", "zipf s");
     for (int k = 0; k < 3 && !rc; k++) {
         if (k && layers[k] == layers[k - 1]) continue;
         uint32_t n_exp = 0;
-        if (synth_route_sample(g, (uint32_t)layers[k], samples, 7, counts, MAX_EXPERTS, &n_exp, &err)) {
+        if (synth_route_sample(g, (uint32_t)layers[k], samples, 7, counts, cap, &n_exp, &err)) {
             rc = cli_fail("%s", err.msg);
             break;
         }

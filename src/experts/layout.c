@@ -3,9 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const char *const EXPERT_PART_NAMES[EXPERT_MAX_PARTS] = {
+const char *const EXPERT_PART_NAMES[EXPERT_PART_KINDS] = {
     "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
     "ffn_gate_exps.bias",   "ffn_up_exps.bias",   "ffn_down_exps.bias",
+    "ffn_gate_up_exps.weight", "ffn_gate_up_exps.bias",
 };
 
 int expert_layout_init(expert_layout *L, const gguf_file *g, int n_layers, int n_expert, int n_used,
@@ -61,7 +62,7 @@ int expert_layout_from_gguf(expert_layout *L, const gguf_file *g, int n_layers, 
 {
     if (expert_layout_init(L, g, n_layers, n_expert, n_used, err)) return -1;
     for (int l = 0; l < n_layers; l++)
-        for (int k = 0; k < EXPERT_MAX_PARTS; k++) {
+        for (int k = 0; k < EXPERT_PART_KINDS; k++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", l, EXPERT_PART_NAMES[k]);
             const gguf_tensor *t = gguf_find_tensor(g, name);

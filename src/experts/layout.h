@@ -37,8 +37,12 @@ void expert_layout_free(expert_layout *L);
  * next part of LAYER's experts. */
 int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err *err);
 
-/* The canonical part order every MoE layer uses for expert_view.parts. */
-extern const char *const EXPERT_PART_NAMES[EXPERT_MAX_PARTS];
+/* The tensors an expert can be made of, in the canonical order every MoE
+ * layer uses for expert_view.parts (a layer has at most EXPERT_MAX_PARTS of
+ * them: fused converters write ffn_gate_up_exps instead of gate and up).
+ * Packs store these indices, so new kinds are only ever appended. */
+enum { EXPERT_PART_KINDS = 8 };
+extern const char *const EXPERT_PART_NAMES[EXPERT_PART_KINDS];
 
 /* Builds the layout from the GGUF's blk.N.<part> tensors in canonical order
  * (parts absent from a layer are skipped, so indices are per layer: the

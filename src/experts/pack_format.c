@@ -12,6 +12,7 @@
 
 #include "experts/pack.h"
 #include "experts/pack_format.h"
+#include "experts/layout.h"
 #include "util/fileio.h"
 
 static const char MANIFEST_MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'P', 'K'};
@@ -214,7 +215,7 @@ static int decode_layer(pack_manifest *m, const reader *r, uint32_t l, const uin
         pack_part *pt = &ly->part[p];
         *pt = (pack_part){.gguf_file = pk_get_u32(q), .kind = pk_get_u32(q + 4), .gguf_off = pk_get_u64(q + 8),
                           .stride = pk_get_u64(q + 16), .bytes = pk_get_u64(q + 24), .rec_off = pk_get_u64(q + 32)};
-        if (pt->kind >= EXPERT_MAX_PARTS && pt->kind != 0xffffffffu) return bad(r, "part kind", pt->kind);
+        if (pt->kind >= EXPERT_PART_KINDS && pt->kind != 0xffffffffu) return bad(r, "part kind", pt->kind);
         if (!pt->bytes || pt->rec_off % PACK_PART_ALIGN || pt->rec_off < end || pt->bytes > ly->used_bytes ||
             pt->rec_off > ly->used_bytes - pt->bytes)
             return bad(r, "part placement in record, layer", l);

@@ -59,6 +59,8 @@ int synth_shape_preset(const char *like, synth_shape *out, sl_err *err);
 int synth_shape_set(synth_shape *s, const char *name, const char *value, sl_err *err);
 /* Shape rules llama.cpp needs (see synth_shape.c); message says what to change. */
 int synth_shape_check(const synth_shape *s, sl_err *err);
+/* Why llama.cpp would refuse a shape sluice runs (NULL if it would not). */
+const char *synth_shape_llama_note(const synth_shape *s);
 
 typedef struct {
     synth_shape shape;

@@ -71,12 +71,22 @@ int synth_shape_preset(const char *like, synth_shape *out, sl_err *err)
                    like);
 }
 
-#define LLAMA_MAX_EXPERTS 512 /* llama-hparams.h */
+/* sluice runs up to MOE_MAX_EXPERTS (src/arch/arch.h); llama.cpp stops at
+ * LLAMA_MAX_EXPERTS = 512 (llama-hparams.h), so bigger files are sluice-only
+ * (synth_shape_llama_note says so). */
+#define SYNTH_MAX_EXPERTS 32768
+#define LLAMA_MAX_EXPERTS 512
+
+const char *synth_shape_llama_note(const synth_shape *s)
+{
+    return s->n_expert > LLAMA_MAX_EXPERTS ? "more than 512 experts: llama.cpp (LLAMA_MAX_EXPERTS) will not load this file"
+                                           : NULL;
+}
 
 static int check_moe(const synth_shape *s, sl_err *err)
 {
-    if (s->n_expert < 2 || s->n_expert > LLAMA_MAX_EXPERTS)
-        return sl_errf(err, "%u experts: llama.cpp needs 2..%d", s->n_expert, LLAMA_MAX_EXPERTS);
+    if (s->n_expert < 2 || s->n_expert > SYNTH_MAX_EXPERTS)
+        return sl_errf(err, "%u experts: must be 2..%d", s->n_expert, SYNTH_MAX_EXPERTS);
     if (s->n_expert_used < 1 || s->n_expert_used > s->n_expert)
         return sl_errf(err, "%u experts used per token with %u experts", s->n_expert_used, s->n_expert);
     if (s->n_group > 1 && (s->n_expert % s->n_group || s->topk_group < 1 || s->topk_group >= s->n_group))
