@@ -16,8 +16,10 @@
 #include "chat/chat.h"
 #include "decode/generate.h"
 #include "engine/api_int.h"
+#include "chat/openai.h"
 #include "experts/pack.h"
 #include "engine/engine.h"
+#include "engine/state.h"
 #include "util/clock.h"
 
 enum { DEFAULT_CTX_CAP = 4096, MAX_PROBS = 64, PIECE_CAP = 512 };
@@ -704,4 +706,64 @@ char *sluice_stats_json(const sluice *s)
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;
+}
+
+/* ------------------------------------------- chat with tools, saved contexts */
+
+int sluice_chat_render_json(sluice *s, const char *messages_json, const char *tools_json, const char *kwargs_json,
+                            int add_generation_prompt, char **text, char *err, size_t cap)
+{
+    *text = NULL;
+    if (chat_open(s, err, cap)) return -1;
+    const char *src = sluice_chat_template(s);
+    chat_syntax syn = chat_syntax_detect(src, strlen(src));
+    chat_api_req r = {.messages_json = messages_json, .tools_json = tools_json, .kwargs_json = kwargs_json,
+                      .add_generation_prompt = add_generation_prompt,
+                      .bos_token = token_text(s, vocab_bos(vocab(s))), .eos_token = token_text(s, vocab_eos(vocab(s)))};
+    sl_err e;
+    if (chat_api_render(s->tmpl, syn, &r, text, &e)) return fail(err, cap, "chat template: %s", e.msg);
+    return ok(err, cap);
+}
+
+const char *sluice_chat_template(const sluice *cs)
+{
+    const char *text;
+    size_t len;
+    return template_text((sluice *)cs, &text, &len, NULL, 0) ? NULL : text;
+}
+
+int sluice_state_save(sluice *s, const char *path, char *err, size_t cap)
+{
+    sl_err e;
+    if (engine_state_save(&s->eng, s->seq.toks, s->seq.n, path, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
+}
+
+int sluice_state_load(sluice *s, const char *path, char *err, size_t cap)
+{
+    sl_err e;
+    int32_t *toks, n_eval, before = session_pos(s->eng.session);
+    size_t n;
+    if (engine_state_load(&s->eng, path, &toks, &n, &n_eval, &e)) {
+        /* a refused file left the session alone; a read failing halfway
+         * emptied it, and the context with it */
+        if (session_pos(s->eng.session) != before) s->seq.n = 0, s->seq.logits_ok = false;
+        return fail(err, cap, "%s", e.msg);
+    }
+    s->seq.n = 0;
+    s->seq.logits_ok = false;
+    int rc = seq_push(&s->seq, toks, n, &e);
+    free(toks);
+    if (rc) {
+        sluice_reset(s);
+        return fail(err, cap, "%s", e.msg);
+    }
+    return ok(err, cap);
+}
+
+int sluice_state_peek(sluice *s, const char *path, int32_t **tokens, size_t *n, char *err, size_t cap)
+{
+    sl_err e;
+    if (engine_state_peek(&s->eng, path, tokens, n, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
 }
