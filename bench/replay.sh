@@ -3,7 +3,7 @@
 # sizes of 10-50% of the experts, the hit rate of every policy and its
 # misses / Belady's misses (issue 15's goal: <= 1.3 at every size).
 #   sh bench/replay.sh [TRACE...]   (default: ../shared/traces/tinymoe-valid-routes.json)
-# Live traces come from `sluice run ... --trace-out FILE` (bench/cache_live.sh).
+# Live traces come from `sluice run ... --trace-out FILE` (bench/cache_figures.sh makes them for the 17 GB synthetic model).
 # Replay is deterministic: the figures do not depend on machine load.
 BIN=${SLUICE_BIN:-build/sluice}
 [ $# -gt 0 ] || set -- "${SLUICE_SHARED:-../shared}/traces/tinymoe-valid-routes.json"
