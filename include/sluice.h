@@ -118,6 +118,10 @@ int sluice_chat_render_json(sluice *s, const char *messages_json, const char *to
  * them as sluice_sampling.stop for a reply.  *N gets their number; the list
  * is NULL-terminated and lives as long as the handle. */
 const char *const *sluice_chat_stop_strings(const sluice *s, size_t *n);
+/* The text of the chat template in use (the model's, the ChatML fallback,
+ * or the override), so a caller can tell its family (e.g. the tool-call
+ * syntax a server parses replies with); valid while S is open. */
+const char *sluice_chat_template(const sluice *s);
 
 /* ----------------------------------------------------------- sampling */
 
@@ -247,6 +251,11 @@ int sluice_state_save(sluice *s, const char *path, char *err, size_t err_cap);
 /* Restores a context saved by sluice_state_save.  A file of another model,
  * of another KV type, damaged or truncated, is refused (context unchanged). */
 int sluice_state_load(sluice *s, const char *path, char *err, size_t err_cap);
+/* The tokens a context saved by sluice_state_save holds (*N of them), if
+ * its header says it is of this model and KV layout (the checksum is
+ * checked only by sluice_state_load): a server indexes saved contexts by
+ * their tokens without loading them. */
+int sluice_state_peek(sluice *s, const char *path, int32_t **tokens, size_t *n, char *err, size_t err_cap);
 
 /* -------------------------------------------------------------- figures */
 

@@ -152,6 +152,9 @@ static sluice *open_faulty(fault_ctl *f)
     o.mem_bytes = 48ull << 20; /* a cache too small for every expert: each pass reads */
     o.n_batch = 4;
     o.no_heat = 1;
+    /* demand reads only: a failed guess is dropped and re-read on demand
+     * by design, and which reads are guesses depends on timing */
+    o.prefetch = "off";
     sluice_open_extra x = {.fault = fault_hook, .fault_ctx = f};
     char err[512];
     sluice *s = NULL;

@@ -1,49 +1,96 @@
-/* Every architecture fixture in ../shared/models/arch against llama.cpp's
- * goldens (../shared/golden/arch, schema and tolerances in its README):
- * last-prompt logits within max|d|/R, top-10 per step (swaps only between
- * near-equal golden logits), golden top-1 in our top-3, and 32-token greedy
- * continuations (a first mismatch is accepted only at a golden near-tie,
- * reported with a '#' line).  Goldens used f32 KV and no flash attention.
- * Also: each architecture's logits are identical as one batch or token by
- * token with 3 threads, in both KV modes. */
+/* Every architecture fixture against llama.cpp's goldens (schema and
+ * settings in ../shared/golden/arch/README.md): the lean set committed under
+ * tests/fixtures/lean (one tiny-vocabulary model per original architecture,
+ * so a fresh clone checks each one) and the full set in ../shared.
+ *
+ * Per fixture: last-prompt logits within max|d|/R <= tol (R = golden row
+ * range); the golden top-10 logits of each recorded step within tol_step of
+ * R (so a wrong value fails, not only a wrong order), golden top-1 in our
+ * top-3, and the 32 greedy ids with teacher forcing (a first mismatch is
+ * accepted only at a golden near-tie, reported with a '#' line).  Every key
+ * the check reads must be present with the expected length: a truncated
+ * golden fails rather than passing vacuously.  Also: logits identical as one
+ * batch or token by token with 3 threads, in both KV modes.
+ *
+ * Bounds are a margin over what the engine achieves (measured worst, printed
+ * on each '#' line), not the README's loose per-type table: a regression
+ * several times worse than today fails.  Goldens used an f32 KV cache and no
+ * flash attention; sluice reproduces ggml's activation rounding, so prompt
+ * logits are within ~2e-7 of R for every weight type, bound 1e-6.
+ * Decode steps (one token): llama.cpp used ggml_vec_dot there (4 x 16 lanes)
+ * and llamafile's sgemm for the prompt batch; sluice computes every position
+ * the batched way (batch invariance), so steps differ by float summation
+ * order only - a few 1e-7 of R for float weights, more where f32 activations
+ * are quantized to q8 per step.  kmix: the golden's decode ran on repacked
+ * K-quant kernels (a different activation quantization), hence its looser
+ * step bound. */
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "arch/model.h"
 #include "t.h"
 
+#define MAX_PROMPT 64
+#define TOPK 10
+
 typedef struct {
     const char *name;
-    double tol;      /* prompt logits: README column "engine mimics ggml activation rounding" */
-    double tol_step; /* decode steps: top-10 order and greedy near-ties (see below) */
+    bool lean;       /* tests/fixtures/lean (always present) or ../shared */
+    double tol;      /* last-prompt logits, max|d|/R */
+    double tol_step; /* top-10 logits of every decode step, max|d|/R of that step */
+    int n_loose;     /* decode steps allowed above TIGHT (activation rounding flips) */
+    double tol_tie;  /* greedy: a first mismatch is accepted when the golden top-2 gap <= tol_tie * R */
 } fixture;
 
-/* Decode steps of float-weight models: llama.cpp multiplies a single token
- * with ggml_vec_dot (4 x 16 lanes) but a batch with llamafile's sgemm (16
- * lanes); sluice computes every position one way (batch invariance), the
- * batched way, so steps after the prompt get the README's tolerance for
- * engines that do not reproduce ggml's arithmetic exactly.  kmix: the
- * golden's decode ran on repacked K-quant kernels (prompt logits agree to
- * 2e-7; sluice equals llama.cpp without repacking to 2e-7 on all 32 steps),
- * so its decode steps get the K-quant column of that table too.  imix: its
- * codebook products equal ggml's vec_dot bit for bit and its prompt logits
- * sit at ~4e-8 of R, but llama.cpp's single-token attention (vec_dot)
- * differs from its batched one by ~1e-7, enough to flip a Q8_K rounding,
- * which 1-2 bit weights amplify: llama.cpp's own step-18 logits of prompt 0
- * differ from its logits of the same 25 tokens as one batch by 8.4e-3 R
- * (sluice matches the batch to 1.8e-7), so its decode steps get the same
- * column as kmix. */
+/* A step that agrees as the prompt does (summation order only). */
+#define TIGHT 1e-6
 
+/* Measured worst (this engine on an AVX-512 machine; T_ARCH_STEPS=1 prints
+ * every step's figure), then the bound.  Prompt logits: worst 1.85e-7 (kmix), bound 1e-6 for all.
+ * Decode steps: most agree to < 2e-7 like the prompt; where the weight type
+ * rounds activations (BF16 / q8 activations: a value near a rounding
+ * boundary lands on the other side under another summation order, and the
+ * jump persists through the KV cache) a few steps jump; F16 steps are
+ * mostly off by ~1e-4 (llama.cpp's single-token path, vec_dot_f16, rounds
+ * otherwise than its batch path, which the prompt's 7e-8 shows we follow).  n_loose counts the recorded steps (8 per
+ * prompt) allowed above TIGHT, tol_step bounds them all; both ~1.5-3x the
+ * measured figures in the comments (worst step / steps above TIGHT). */
 static const fixture fixtures[] = {
-    {"llama-gqa-F32", 1e-5, 1e-5},          {"llama-gqa-Q8_0", 1e-3, 1e-3},
-    {"llama-gqa-Q4_0", 1e-3, 1e-3},         {"qwen3-dense-BF16", 1e-4, 5e-3},
-    {"qwen3moe-a3b-F16", 1e-4, 2e-3},      {"deepseek2-kimik2-F16", 1e-4, 2e-3},
-    {"deepseek2-dsv3-F16", 1e-4, 2e-3},  {"llama-mixtral-Q4_0", 1e-3, 1e-3},
-    {"llama-kmix-KMIX", 1e-3, 3e-2},         {"llama-imix-IMIX", 1e-3, 3e-2},
-    {"kimi-linear-kda-F32", 1e-5, 1e-5},    {"kimi-linear-kda-F16", 1e-4, 2e-3},
-    {"qwen35moe-a3b-F32", 1e-5, 1e-5},      {"qwen35moe-a3b-F16", 1e-4, 2e-3},
+    /* lean: committed, run on every clone */
+    {"llama-gqa-lean-Q8_0", true, 1e-6, 4e-3, 2, 8e-3},        /* 1.26e-3 / 1 of 16 */
+    {"qwen3-dense-lean-BF16", true, 1e-6, TIGHT, 0, 2e-6},     /* 4.86e-8 / 0 */
+    {"qwen3moe-a3b-lean-Q4_0", true, 1e-6, TIGHT, 0, 2e-6},    /* 1.96e-9 / 0 */
+    {"deepseek2-kimik2-lean-F16", true, 1e-6, 6e-4, 16, 1e-3}, /* 2.12e-4 / 14 of 16 */
+    {"deepseek2-dsv3-lean-Q8_0", true, 1e-6, 3e-2, 2, 6e-2},   /* 1.05e-2 / 1 of 16 */
+    {"llama-mixtral-lean-Q4_0", true, 1e-6, TIGHT, 0, 2e-6},   /* 1.96e-9 / 0 */
+    {"llama-kmix-lean-KMIX", true, 1e-6, 2e-2, 9, 4e-2},       /* 5.86e-3 / 6 of 16 */
+    /* shared: the full-vocabulary set */
+    {"llama-gqa-F32", false, 1e-6, TIGHT, 0, 2e-6},         /* 1.8e-7 / 0 of 24 */
+    {"llama-gqa-Q8_0", false, 1e-6, TIGHT, 0, 2e-6},        /* 3.87e-8 / 0 */
+    {"llama-gqa-Q4_0", false, 1e-6, TIGHT, 0, 2e-6},        /* 7.22e-8 / 0 */
+    {"qwen3-dense-BF16", false, 1e-6, 3e-3, 12, 6e-3},      /* 9.2e-4 / 8 of 24 */
+    {"qwen3moe-a3b-F16", false, 1e-6, 4e-4, 6, 8e-4},       /* 1.37e-4 / 4 of 24 */
+    {"deepseek2-kimik2-F16", false, 1e-6, 8e-4, 22, 2e-3},  /* 2.71e-4 / 15 of 24 */
+    {"deepseek2-dsv3-F16", false, 1e-6, 8e-4, 24, 2e-3},    /* 2.52e-4 / 18 of 24 */
+    {"llama-mixtral-Q4_0", false, 1e-6, TIGHT, 0, 2e-6},    /* 4.03e-8 / 0 */
+    /* kmix: the golden's later decode steps ran on repacked K-quant kernels
+     * (another activation quantization): steps 0-7 agree to 2.97e-7, greedy
+     * step 11 flips at a golden gap of 3.5e-3 R */
+    {"llama-kmix-KMIX", false, 1e-6, TIGHT, 0, 5e-3},
+    /* imix: codebook products equal ggml's vec_dot bit for bit, but
+     * llama.cpp's single-token attention order flips a Q8_K rounding that
+     * 1-2 bit weights amplify: its own step-18 logits of prompt 0 differ
+     * from its batched logits of the same 25 tokens by 8.4e-3 R (sluice
+     * matches the batch to 1.8e-7) */
+    {"llama-imix-IMIX", false, 1e-6, TIGHT, 0, 1e-2}, /* steps 0-7: 1.84e-7 / 0 of 24; near-ties 3.5e-3 R */
+    {"kimi-linear-kda-F32", false, 1e-6, TIGHT, 0, 2e-6},   /* 4.47e-7 / 0 of 24 (prompt 1.88e-7) */
+    {"kimi-linear-kda-F16", false, 1e-6, 1e-3, 9, 2e-3},    /* 3.12e-4 / 6 of 24; greedy split below */
+    {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 3.93e-7 / 0 (prompt 3.22e-7) */
+    /* qwen35moe F16: prompt 1's logits at 6.07e-5 R (the others ~5e-8) */
+    {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
 };
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may
@@ -61,12 +108,19 @@ static const struct {
     int prompt, step;
 } splits[] = {{"kimi-linear-kda-F16", 2, 23}};
 
-static bool is_split(const char *name, int prompt, int step)
+static bool is_split(const char *name, int prompt, long step)
 {
     for (size_t i = 0; i < sizeof splits / sizeof *splits; i++)
         if (!strcmp(splits[i].name, name) && splits[i].prompt == prompt && splits[i].step == step) return true;
     return false;
 }
+
+/* Measured worst deviations of one fixture (the '#' line). */
+typedef struct {
+    double prompt, step;
+    int n_loose;
+    bool near_tie;
+} measured;
 
 static void top_n(const float *v, int n, int k, int *out)
 {
@@ -88,37 +142,77 @@ static int argmax(const float *v, int n)
     return b;
 }
 
-/* Golden top-10 vs ours: every golden id clearly inside the top-10 must be
- * in ours, and two golden entries clearly apart must keep their order. */
-static void check_topk(const char *what, int step, json_t *tk, const float *lg, int nv, double tol_abs)
+/* The array KEY of O with exactly N entries (N < 0: any non-empty length);
+ * NULL and a failure otherwise. */
+static json_t *jarr(const char *what, json_t *o, const char *key, long n)
 {
-    int ours[10], gid[10];
-    double glog[10];
-    top_n(lg, nv, 10, ours);
-    for (int i = 0; i < 10; i++) {
-        gid[i] = (int)json_integer_value(json_array_get(json_object_get(tk, "ids"), i));
-        glog[i] = json_number_value(json_array_get(json_object_get(tk, "logits"), i));
-    }
-    int rank[10];
-    for (int i = 0; i < 10; i++) {
+    json_t *a = json_object_get(o, key);
+    long len = json_is_array(a) ? (long)json_array_size(a) : -1;
+    bool ok = len > 0 && (n < 0 || len == n);
+    T_CHECK(ok, "%s: golden key '%s' missing or of length %ld (want %ld)", what, key, len, n);
+    return ok ? a : NULL;
+}
+
+static bool jnum(json_t *a, size_t i, double *out)
+{
+    json_t *v = json_array_get(a, i);
+    if (!json_is_number(v)) return false;
+    *out = json_number_value(v);
+    return true;
+}
+
+static bool jid(json_t *a, size_t i, int nv, int32_t *out)
+{
+    json_t *v = json_array_get(a, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= nv) return false;
+    *out = (int32_t)json_integer_value(v);
+    return true;
+}
+
+/* Golden top-10 of one step vs ours: each golden logit within TOL_ABS,
+ * every golden id clearly inside the top-10 in ours, two golden entries
+ * clearly apart in the same order, golden top-1 in our top-3.  Returns the
+ * step's max |d| over the golden ids. */
+static double check_topk(const char *what, int step, json_t *tk, const float *lg, int nv, double tol_abs)
+{
+    json_t *ja = jarr(what, tk, "ids", TOPK), *la = jarr(what, tk, "logits", TOPK);
+    if (!ja || !la) return INFINITY;
+    int ours[TOPK], gid[TOPK], rank[TOPK];
+    double glog[TOPK], md = 0;
+    top_n(lg, nv, TOPK, ours);
+    for (int i = 0; i < TOPK; i++)
+        if (!jid(ja, (size_t)i, nv, &gid[i]) || !jnum(la, (size_t)i, &glog[i])) {
+            T_CHECK(0, "%s step %d: top-k entry %d is not an id and a number", what, step, i);
+            return INFINITY;
+        }
+    for (int i = 0; i < TOPK; i++) {
+        double d = fabs((double)lg[gid[i]] - glog[i]);
+        md = fmax(md, d);
+        T_CHECK(d <= tol_abs, "%s step %d: logit of id %d off by %.3g > %.3g", what, step, gid[i], d, tol_abs);
         rank[i] = -1;
-        for (int j = 0; j < 10; j++)
+        for (int j = 0; j < TOPK; j++)
             if (ours[j] == gid[i]) rank[i] = j;
-        T_CHECK(rank[i] >= 0 || glog[i] - glog[9] <= tol_abs, "%s step %d: golden #%d (id %d) not in our top-10",
-                what, step, i, gid[i]);
+        T_CHECK(rank[i] >= 0 || glog[i] - glog[TOPK - 1] <= tol_abs,
+                "%s step %d: golden #%d (id %d) not in our top-10", what, step, i, gid[i]);
     }
-    for (int i = 0; i < 10; i++)
-        for (int j = i + 1; j < 10; j++)
+    for (int i = 0; i < TOPK; i++)
+        for (int j = i + 1; j < TOPK; j++)
             if (rank[i] >= 0 && rank[j] >= 0 && glog[i] - glog[j] > tol_abs)
                 T_CHECK(rank[i] < rank[j], "%s step %d: ids %d and %d swapped", what, step, gid[i], gid[j]);
     int top3[3];
     top_n(lg, nv, 3, top3);
     T_CHECK(gid[0] == top3[0] || gid[0] == top3[1] || gid[0] == top3[2],
             "%s step %d: golden top-1 %d not in our top-3", what, step, gid[0]);
+    return md;
 }
 
+/* Exactly N floats from PATH, or NULL (a file of another size is an error). */
 static float *read_logits(const char *path, size_t n)
 {
+    struct stat st;
+    T_CHECK(stat(path, &st) == 0 && (size_t)st.st_size == n * sizeof(float), "%s: %lld bytes, want %zu", path,
+            (long long)st.st_size, n * sizeof(float));
+    if ((size_t)st.st_size != n * sizeof(float)) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     float *v = malloc(n * sizeof *v);
@@ -130,71 +224,112 @@ static float *read_logits(const char *path, size_t n)
     return v;
 }
 
-/* One prompt: logits after the prompt, then 32 greedy steps fed with the
- * golden ids (teacher forcing keeps the top-k steps comparable). */
-static double run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const float *gold, bool *near_tie)
+/* Token ids of a prompt's "tokens" into IDS; its length, or -1. */
+static int prompt_ids(const char *what, json_t *p, int nv, int32_t *ids)
 {
-    int nv = model_n_vocab(m);
-    sl_err err;
-    sl_session *s;
-    session_opts so = {.kv_mode = SL_KV_F32};
-    if (session_create_opts(&s, m, 256, NULL, &so, &err)) {
-        T_CHECK(0, "%s: %s", fx->name, err.msg);
-        return INFINITY;
-    }
-    json_t *toks = json_object_get(p, "tokens"), *greedy = json_object_get(p, "greedy");
-    json_t *gaps = json_object_get(p, "greedy_top2_gap"), *ranges = json_object_get(p, "greedy_logit_range");
+    json_t *toks = jarr(what, p, "tokens", -1);
+    if (!toks) return -1;
     int n = (int)json_array_size(toks);
-    int32_t ids[64];
-    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
-    float *lg = malloc(sizeof(float) * (size_t)nv);
-    double worst = INFINITY;
-    if (session_eval(s, ids, n, lg, false, &err)) {
-        T_CHECK(0, "%s: %s", fx->name, err.msg);
-        goto out;
-    }
+    T_CHECK(n <= MAX_PROMPT, "%s: prompt of %d tokens > %d", what, n, MAX_PROMPT);
+    for (int i = 0; i < n && i < MAX_PROMPT; i++)
+        if (!jid(toks, (size_t)i, nv, &ids[i])) {
+            T_CHECK(0, "%s: token %d is not an id below %d", what, i, nv);
+            return -1;
+        }
+    return n <= MAX_PROMPT ? n : -1;
+}
+
+/* Full-row deviation max|d|/R of LG against GOLD. */
+static double row_dev(const float *lg, const float *gold, int nv)
+{
     float gmin = gold[0], gmax = gold[0];
     double md = 0;
     for (int i = 0; i < nv; i++) {
         gmin = fminf(gmin, gold[i]), gmax = fmaxf(gmax, gold[i]);
         md = fmax(md, fabs((double)lg[i] - gold[i]));
     }
-    worst = md / (gmax - gmin);
-    double tol = fx->tol;
-    T_CHECK(worst <= tol, "%s prompt %d: max|d|/R %.3g > %.3g", fx->name, pi, worst, tol);
+    return gmax > gmin ? md / (gmax - gmin) : INFINITY;
+}
+
+/* The 32 greedy steps, fed with the golden ids (teacher forcing keeps the
+ * top-k steps comparable).  LG holds the last prompt position's logits. */
+static void run_steps(sl_session *s, const fixture *fx, int pi, const char *what, json_t *p, float *lg, int nv,
+                      measured *ms)
+{
+    json_t *greedy = jarr(what, p, "greedy", -1);
+    long ng = greedy ? (long)json_array_size(greedy) : 1;
+    json_t *gaps = jarr(what, p, "greedy_top2_gap", ng), *ranges = jarr(what, p, "greedy_logit_range", ng);
+    json_t *topk = jarr(what, p, "topk", -1);
+    if (!greedy || !gaps || !ranges || !topk) return;
+    T_CHECK((long)json_array_size(topk) <= ng, "%s: more top-k steps than greedy steps", what);
     bool diverged = false;
-    for (int st = 0; st < (int)json_array_size(greedy); st++) {
-        double R = json_number_value(json_array_get(ranges, st));
-        json_t *tk = json_array_get(json_object_get(p, "topk"), st);
-        char what[96];
-        snprintf(what, sizeof what, "%s prompt %d", fx->name, pi);
-        double ts = st == 0 ? tol : fx->tol_step;
-        if (tk) check_topk(what, st, tk, lg, nv, ts * R);
-        int32_t g = (int32_t)json_integer_value(json_array_get(greedy, st));
+    sl_err err;
+    for (long st = 0; st < ng; st++) {
+        double R, gap;
+        int32_t g;
+        if (!jnum(ranges, (size_t)st, &R) || !jnum(gaps, (size_t)st, &gap) || !jid(greedy, (size_t)st, nv, &g)) {
+            T_CHECK(0, "%s step %ld: greedy id, gap or range is not a number", what, st);
+            return;
+        }
+        double ts = st == 0 ? fx->tol : fx->tol_step;
+        json_t *tk = json_array_get(topk, (size_t)st);
+        if (tk) {
+            json_t *sv = json_object_get(tk, "step");
+            T_CHECK(json_integer_value(sv) == st, "%s: top-k entry %ld is for step %lld", what, st,
+                    (long long)json_integer_value(sv));
+            double sd = check_topk(what, (int)st, tk, lg, nv, ts * R) / R;
+            if (getenv("T_ARCH_STEPS")) printf("#   %s step %ld: %.3g\n", what, st, sd);
+            ms->step = fmax(ms->step, sd);
+            ms->n_loose += st > 0 && sd > TIGHT;
+        }
         if (!diverged && argmax(lg, nv) != g) {
-            double gap = json_number_value(json_array_get(gaps, st));
             diverged = true;
+            double tie = (st == 0 ? 2 * fx->tol : fx->tol_tie) * R;
             bool split = is_split(fx->name, pi, st);
             if (split)
-                printf("# %s: greedy leaves the golden at step %d, where llama.cpp's batched and single-token "
+                printf("# %s: greedy leaves the golden at step %ld, where llama.cpp's batched and single-token "
                        "paths disagree (see splits[])\n", what, st);
-            T_CHECK(split || gap <= ts * R, "%s: greedy step %d: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
-                    argmax(lg, nv), g, gap, ts * R);
-            if (gap <= ts * R) {
-                printf("# %s: greedy diverges at step %d at a golden near-tie (top-2 gap %.3g <= %.3g)\n", what,
-                       st, gap, ts * R);
-                *near_tie = true;
+            T_CHECK(split || gap <= tie, "%s: greedy step %ld: %d vs golden %d (gap %.3g > tol %.3g)", what, st,
+                    argmax(lg, nv), g, gap, tie);
+            if (gap <= tie) {
+                printf("# %s: greedy diverges at step %ld at a golden near-tie (top-2 gap %.3g <= %.3g)\n", what,
+                       st, gap, tie);
+                ms->near_tie = true;
             }
         }
-        if (st + 1 < (int)json_array_size(greedy) && session_eval(s, &g, 1, lg, false, &err)) {
-            T_CHECK(0, "%s: %s", fx->name, err.msg);
-            break;
+        if (st + 1 < ng && session_eval(s, &g, 1, lg, false, &err)) {
+            T_CHECK(0, "%s: %s", what, err.msg);
+            return;
         }
     }
-out:
+}
+
+static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const float *gold, measured *ms)
+{
+    int nv = model_n_vocab(m);
+    char what[128];
+    snprintf(what, sizeof what, "%s prompt %d", fx->name, pi);
+    int32_t ids[MAX_PROMPT];
+    int n = prompt_ids(what, p, nv, ids);
+    if (n < 0) return;
+    sl_err err;
+    sl_session *s;
+    session_opts so = {.kv_mode = SL_KV_F32};
+    if (session_create_opts(&s, m, 256, NULL, &so, &err)) {
+        T_CHECK(0, "%s: %s", what, err.msg);
+        return;
+    }
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    if (session_eval(s, ids, n, lg, false, &err) == 0) {
+        double d = row_dev(lg, gold, nv);
+        ms->prompt = fmax(ms->prompt, d);
+        T_CHECK(d <= fx->tol, "%s: max|d|/R %.3g > %.3g", what, d, fx->tol);
+        run_steps(s, fx, pi, what, p, lg, nv, ms);
+    } else {
+        T_CHECK(0, "%s: %s", what, err.msg);
+    }
     free(lg);
     session_free(s);
-    return worst;
 }
 
 /* All logits of TOKS: as one batch, or one token at a time with 3 threads. */
@@ -221,11 +356,9 @@ static float *all_logits(sl_model *m, const int32_t *toks, int n, bool single, s
 /* Batch / decode / thread invariance on this architecture, both KV modes. */
 static void invariance(sl_model *m, const fixture *fx, json_t *prompt)
 {
-    json_t *toks = json_object_get(prompt, "tokens");
-    int n = (int)json_array_size(toks);
-    int32_t ids[64];
-    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
-    for (int mode = SL_KV_F16_FLASH; mode <= SL_KV_F32; mode++) {
+    int32_t ids[MAX_PROMPT];
+    int n = prompt_ids(fx->name, prompt, model_n_vocab(m), ids);
+    for (int mode = SL_KV_F16_FLASH; n > 0 && mode <= SL_KV_F32; mode++) {
         float *a = all_logits(m, ids, n, false, (sl_kv_mode)mode), *b = all_logits(m, ids, n, true, (sl_kv_mode)mode);
         T_CHECK(a && b && memcmp(a, b, sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n) == 0,
                 "%s: one batch and one-by-one with 3 threads differ (kv mode %d)", fx->name, mode);
@@ -234,41 +367,68 @@ static void invariance(sl_model *m, const fixture *fx, json_t *prompt)
     }
 }
 
+/* PATH of a fixture file: tests/fixtures/lean/SUB/NAME.EXT or
+ * ../shared/SUB/arch/NAME.EXT; NULL when absent. */
+static const char *fixture_path(const fixture *fx, const char *sub, const char *ext)
+{
+    static char buf[3][512];
+    static int slot;
+    char *p = buf[slot++ % 3];
+    if (fx->lean) {
+        snprintf(p, sizeof buf[0], "tests/fixtures/lean/%s/%s.%s", sub, fx->name, ext);
+        struct stat st;
+        return stat(p, &st) == 0 ? p : NULL;
+    }
+    char rel[256];
+    snprintf(rel, sizeof rel, "%s/arch/%s.%s", sub, fx->name, ext);
+    const char *s = t_shared(rel);
+    if (!s) return NULL;
+    snprintf(p, sizeof buf[0], "%s", s);
+    return p;
+}
+
+static void check_golden(sl_model *m, const fixture *fx, json_t *j, const char *lpath)
+{
+    int nv = model_n_vocab(m);
+    json_t *nvj = json_object_get(j, "n_vocab");
+    T_CHECK(json_is_integer(nvj) && json_integer_value(nvj) == nv, "%s: golden n_vocab %lld, model %d", fx->name,
+            (long long)json_integer_value(nvj), nv);
+    json_t *prompts = jarr(fx->name, j, "prompts", -1);
+    if (!prompts) return;
+    float *gold = read_logits(lpath, json_array_size(prompts) * (size_t)nv);
+    measured ms = {0};
+    for (size_t pi = 0; gold && pi < json_array_size(prompts); pi++)
+        run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * (size_t)nv, &ms);
+    T_CHECK(ms.n_loose <= fx->n_loose, "%s: %d decode steps above %.0e of R (at most %d)", fx->name, ms.n_loose,
+            TIGHT, fx->n_loose);
+    invariance(m, fx, json_array_get(prompts, json_array_size(prompts) - 1));
+    printf("# %s: prompt max|d|/R %.3g (bound %.0e); decode steps %.3g (bound %.0e), %d above %.0e (at most %d)%s\n",
+           fx->name, ms.prompt, fx->tol, ms.step, fx->tol_step, ms.n_loose, TIGHT, fx->n_loose,
+           ms.near_tie ? "; a greedy near-tie was accepted" : "");
+    free(gold);
+}
+
 static void run_fixture(const fixture *fx)
 {
-    char rel[256], name[128];
+    char name[128];
     snprintf(name, sizeof name, "arch %s", fx->name);
-    snprintf(rel, sizeof rel, "golden/arch/%s.json", fx->name);
-    const char *jpath = t_shared(rel);
-    snprintf(rel, sizeof rel, "models/arch/%s.gguf", fx->name);
-    const char *mpath = t_shared(rel);
-    snprintf(rel, sizeof rel, "golden/arch/%s.logits.f32", fx->name);
-    const char *lpath = t_shared(rel);
+    const char *jpath = fixture_path(fx, "golden", "json"), *lpath = fixture_path(fx, "golden", "logits.f32");
+    const char *mpath = fixture_path(fx, "models", "gguf");
     if (!jpath || !mpath || !lpath) {
-        t_skip(name, "../shared fixtures not found");
+        if (fx->lean)
+            printf("not ok %s: tests/fixtures/lean is incomplete\n", name), t_nfail++;
+        else
+            t_skip(name, "../shared fixtures not found");
         return;
     }
     t_begin(name);
     json_error_t je;
-    json_t *j = json_load_file(jpath, 0, &je);
+    json_t *j = json_load_file(jpath, JSON_ALLOW_NUL, &je);
     sl_model *m = NULL;
     sl_err err;
     T_CHECK(j != NULL, "%s: %s", jpath, je.text);
     if (j && model_load(&m, mpath, NULL, &err)) T_CHECK(0, "%s", err.msg);
-    if (j && m) {
-        int nv = model_n_vocab(m);
-        json_t *prompts = json_object_get(j, "prompts");
-        float *gold = read_logits(lpath, json_array_size(prompts) * (size_t)nv);
-        T_CHECK(gold != NULL, "cannot read %s", lpath);
-        double worst = 0;
-        bool near_tie = false;
-        for (size_t pi = 0; gold && pi < json_array_size(prompts); pi++)
-            worst = fmax(worst, run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * nv, &near_tie));
-        invariance(m, fx, json_array_get(prompts, json_array_size(prompts) - 1));
-        printf("# %s: max|d|/R %.3g, README tolerance %.0e", fx->name, worst, fx->tol);
-        printf("%s\n", near_tie ? "; a greedy near-tie was accepted" : "");
-        free(gold);
-    }
+    if (j && m) check_golden(m, fx, j, lpath);
     model_free(m);
     json_decref(j);
     t_end();

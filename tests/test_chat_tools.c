@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "chat/chat.h"
+#include "chat/openai.h"
 #include "chat/reply.h"
 #include "t.h"
 
@@ -235,6 +236,87 @@ static void one_file(const char *name)
     json_decref(file);
 }
 
+/* The conversation as an OpenAI client sends it: tool-call arguments as
+ * JSON text (compact, as JSON.stringify writes it), content null beside
+ * tool calls, reasoning as reasoning_content.  chat_api_render adjusts it
+ * to what each family reads, so it renders as the reference does. */
+static json_t *as_client_sends(const json_t *msgs)
+{
+    json_t *m = json_deep_copy(msgs);
+    size_t i, k;
+    json_t *msg, *call;
+    json_array_foreach(m, i, msg) {
+        json_t *calls = json_object_get(msg, "tool_calls");
+        json_array_foreach(calls, k, call) {
+            json_t *f = json_object_get(call, "function");
+            json_t *a = json_object_get(f, "arguments");
+            if (json_is_object(a)) {
+                char *t = json_dumps(a, JSON_COMPACT);
+                json_object_set_new(f, "arguments", json_string(t));
+                free(t);
+            }
+        }
+        json_t *c = json_object_get(msg, "content");
+        if (json_array_size(calls) && json_is_string(c) && !json_string_length(c))
+            json_object_set_new(msg, "content", json_null());
+        json_t *th = json_object_get(msg, "thinking");
+        if (th && !json_object_get(msg, "reasoning_content")) {
+            json_object_set(msg, "reasoning_content", th);
+            json_object_del(msg, "thinking");
+        }
+    }
+    return m;
+}
+
+static void client_shapes(const char *name)
+{
+    char path[256], tname[160];
+    snprintf(path, sizeof path, FIX "%s.chat-tools.json", name);
+    json_error_t je;
+    json_t *file = json_load_file(path, 0, &je);
+    if (!file) return;
+    snprintf(tname, sizeof tname, "chat-tools %s: OpenAI-shaped requests render as the references", name);
+    t_begin(tname);
+    const char *text = json_string_value(json_object_get(file, "template_text"));
+    chat_syntax syn = chat_syntax_detect(text, strlen(text));
+    chat_tmpl *t = NULL;
+    sl_err e;
+    T_CHECK(chat_tmpl_parse(&t, text, strlen(text), &e) == 0, "%s", e.msg);
+    size_t ci;
+    json_t *conv;
+    json_array_foreach(json_object_get(file, "conversations"), ci, conv) {
+        const char *cname = json_string_value(json_object_get(conv, "name"));
+        if (!t || strstr(cname, "string_args")) continue; /* that case is about a string passed verbatim */
+        json_t *msgs = as_client_sends(json_object_get(conv, "messages"));
+        char *mj = json_dumps(msgs, JSON_COMPACT);
+        json_t *tools = json_object_get(conv, "tools");
+        char *tj = json_is_array(tools) ? json_dumps(tools, JSON_COMPACT) : NULL;
+        json_t *kw = json_deep_copy(json_object_get(conv, "kwargs"));
+        if (!kw) kw = json_object();
+        json_t *sp = json_object_get(file, "special_tokens_passed");
+        char *kj = json_object_size(kw) ? json_dumps(kw, JSON_COMPACT) : NULL;
+        struct tm now = pinned_now();
+        chat_api_req r = {.messages_json = mj, .tools_json = tj, .kwargs_json = kj,
+                          .add_generation_prompt = json_is_true(json_object_get(conv, "add_generation_prompt")),
+                          .bos_token = json_string_value(json_object_get(sp, "bos_token")),
+                          .eos_token = json_string_value(json_object_get(sp, "eos_token")), .now = &now};
+        char *out = NULL;
+        int rc = chat_api_render(t, syn, &r, &out, &e);
+        const char *want = json_string_value(json_object_get(conv, "rendered_text"));
+        T_CHECK(rc == 0, "%s: %s", cname, e.msg);
+        if (rc == 0) {
+            size_t k = 0;
+            while (out[k] && out[k] == want[k]) k++;
+            T_CHECK(!strcmp(out, want), "%s: differs at byte %zu: \"%.50s\" vs \"%.50s\"", cname, k, out + k, want + k);
+        }
+        free(out), free(mj), free(tj), free(kj);
+        json_decref(msgs), json_decref(kw);
+    }
+    chat_tmpl_free(t);
+    json_decref(file);
+    t_end();
+}
+
 /* The fixture copies equal the shared references. */
 static void copies_match(void)
 {
@@ -300,6 +382,7 @@ static void model_replies(void)
 int main(void)
 {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) one_file(names[i]);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) client_shapes(names[i]);
     copies_match();
     model_replies();
     return t_done();

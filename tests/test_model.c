@@ -33,12 +33,24 @@ static void greedy_case(sl_model *m, const char *key, json_t *res)
     t_begin(name);
     int nv = model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)nv);
+    /* a missing or empty golden is a failure, not a vacuous pass */
+    T_CHECK(json_array_size(res) > 0, "no golden results for %s", key);
     for (size_t pi = 0; pi < json_array_size(res); pi++) {
         json_t *r = json_array_get(res, pi);
         json_t *pids = json_object_get(r, "prompt_ids"), *gen = json_object_get(r, "generated_ids");
         int n = (int)json_array_size(pids), ng = (int)json_array_size(gen);
         int32_t ids[128];
-        for (int i = 0; i < n && i < 128; i++) ids[i] = (int32_t)json_integer_value(json_array_get(pids, i));
+        bool ok = n > 0 && n <= 128 && ng > 0;
+        for (int i = 0; ok && i < n; i++) {
+            json_t *v = json_array_get(pids, i);
+            ok = json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < nv;
+            ids[i] = (int32_t)json_integer_value(v);
+        }
+        for (int i = 0; ok && i < ng; i++) ok = json_is_integer(json_array_get(gen, i));
+        if (!ok) {
+            T_CHECK(0, "prompt %zu: golden prompt_ids / generated_ids missing or invalid", pi);
+            break;
+        }
         sl_session *s;
         sl_err err;
         /* llama.cpp's n_ctx for these goldens: prompt + n_predict + 8 */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/store.h"
 #include "experts/trace.h"
@@ -53,7 +54,7 @@ static uint32_t rnd(uint32_t n)
 
 /* Runs N_PASSES forward passes of random routing with batch size BATCH
  * (distinct experts per layer) and checks every view. */
-static void run_passes(const char *name, store_io io, int slots, int batch, int n_passes)
+static void run_passes_policy(const char *name, store_io io, int slots, int batch, int n_passes, cache_policy pol)
 {
     t_begin(name);
     sl_err err;
@@ -66,6 +67,7 @@ static void run_passes(const char *name, store_io io, int slots, int batch, int 
     }
     store_config cfg = store_config_default(store_slot_bytes(&L) * (uint64_t)slots);
     cfg.io = io;
+    cfg.policy = pol;
     cfg.chunk_bytes = 64 << 10; /* several chunks per part */
     expert_provider *p;
     if (expert_store_create(&p, &L, &cfg, &err)) {
@@ -110,6 +112,11 @@ out:
     expert_layout_free(&L);
     gguf_close(g);
     t_end();
+}
+
+static void run_passes(const char *name, store_io io, int slots, int batch, int n_passes)
+{
+    run_passes_policy(name, io, slots, batch, n_passes, store_config_default(0).policy);
 }
 
 /* Fault hook: fail the Nth completed read with EIO. */
@@ -264,6 +271,51 @@ static void trace_policies(void)
     t_end();
 }
 
+/* The I/O queue: a prefetch read waits while a demand read is at the
+ * device, a promoted one goes before older prefetches, a dropped one never
+ * completes.  Two readers on a simulated 16 KB/s drive, so each 4 KiB read
+ * takes 0.25 s and the queue is rearranged while the first is in flight. */
+static int keep_promote_drop(void *ctx, const io_req *r)
+{
+    (void)ctx;
+    return r->tag == 2 ? IO_PROMOTE : r->tag == 3 ? IO_DROP : IO_KEEP;
+}
+
+static void io_queue_rules(void)
+{
+    t_begin("io: prefetch only into idle time; promoted before older guesses; dropped never read");
+    sl_err err;
+    int fd = open("models/tinymoe-q8_0.gguf", O_RDONLY);
+    static uint8_t buf[4][4096];
+    io_throttle th = {.n = 1, .fds = {fd}, .rates = {16384}};
+    io_backend *b;
+    if (fd < 0 || io_pread_throttled_create(&b, 2, &th, &err)) {
+        T_CHECK(0, "setup: %s", fd < 0 ? "open" : err.msg);
+        if (fd >= 0) close(fd);
+        t_end();
+        return;
+    }
+    b->ops->set_prefetch_depth(b, 1);
+    io_req r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = (io_req){.fd = fd, .off = (uint64_t)i * 4096, .len = 4096, .prio = i ? 1 : 0, .dst = buf[i], .tag = (uint64_t)i};
+    T_CHECK(b->ops->submit(b, r, 4, &err) == 0, "%s", err.msg);
+    b->ops->requeue(b, NULL, keep_promote_drop, NULL);
+    uint64_t order[4];
+    int n = 0;
+    while (b->ops->pending(b) > 0 && n < 4) {
+        int64_t res;
+        if (b->ops->wait(b, &order[n], &res, &err)) break;
+        T_CHECK(res == 4096, "read %llu returned %lld", (unsigned long long)order[n], (long long)res);
+        n++;
+    }
+    T_CHECK(n == 3 && order[0] == 0 && order[1] == 2 && order[2] == 1, "completion order %llu %llu %llu (%d reads)",
+            (unsigned long long)order[0], (unsigned long long)order[1], (unsigned long long)order[2], n);
+    b->ops->destroy(b);
+    close(fd);
+    t_end();
+}
+
 int main(void)
 {
     run_passes("store: uring, roomy cache, decode-sized batches", STORE_IO_URING, 64, 4, 20);
@@ -273,10 +325,14 @@ int main(void)
     run_passes("store: pread, 6 slots", STORE_IO_PREAD, 6, 4, 20);
     run_passes("store: pread, prefill batch, 5 slots", STORE_IO_PREAD, 5, 32, 2);
     run_passes("store: mmap", STORE_IO_MMAP, 0, 4, 10);
+    run_passes_policy("store: lru, 6 slots", STORE_IO_URING, 6, 4, 20, CACHE_LRU);
+    run_passes_policy("store: lfru, 3 slots < batch", STORE_IO_URING, 3, 4, 10, CACHE_LFRU);
+    run_passes_policy("store: ahead, prefill batch, 10 slots", STORE_IO_URING, 10, 32, 3, CACHE_AHEAD);
     injected_fault(STORE_IO_URING);
     injected_fault(STORE_IO_PREAD);
     truncated_file();
     too_small();
     trace_policies();
+    io_queue_rules();
     return t_done();
 }

@@ -52,12 +52,19 @@ static sl_vocab *load_vocab(const char *path, gguf_file **gout)
     return v;
 }
 
+/* Ids of a golden array; -1 (and a failure) when it is missing or holds a
+ * non-integer, so a damaged golden cannot pass as "no tokens". */
 static int json_ids(json_t *arr, int32_t **out, size_t *n)
 {
     *n = json_array_size(arr);
     *out = malloc((*n + 1) * sizeof **out);
-    for (size_t i = 0; i < *n; i++) (*out)[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-    return 0;
+    bool ok = json_is_array(arr);
+    for (size_t i = 0; ok && i < *n; i++) {
+        ok = json_is_integer(json_array_get(arr, i));
+        (*out)[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+    }
+    T_CHECK(ok, "golden ids missing or not integers");
+    return ok ? 0 : -1;
 }
 
 /* One case: tokenize TEXT and compare with llama.cpp's ids. */
@@ -67,8 +74,8 @@ static int check_case(const sl_vocab *v, const char *text, size_t len, bool add_
     int32_t *want, *got = NULL;
     size_t nw, ng = 0;
     sl_err err;
-    json_ids(want_json, &want, &nw);
-    int ok = vocab_tokenize(v, text, len, add_bos, parse_special, &got, &ng, &err) == 0 && ng == nw &&
+    int ok = json_ids(want_json, &want, &nw) == 0 && text &&
+             vocab_tokenize(v, text, len, add_bos, parse_special, &got, &ng, &err) == 0 && ng == nw &&
              !memcmp(got, want, nw * sizeof *want);
     if (!ok) {
         char a[600], b[600];
@@ -90,9 +97,9 @@ static int check_detok(const sl_vocab *v, json_t *dc, const char *vname)
     size_t n, len;
     char *out = NULL;
     sl_err err;
-    json_ids(json_object_get(dc, "ids"), &ids, &n);
+    int idok = json_ids(json_object_get(dc, "ids"), &ids, &n);
     json_t *jt = json_object_get(dc, "text");
-    const char *want = json_string_value(jt);
+    const char *want = idok == 0 ? json_string_value(jt) : NULL;
     size_t wl = json_string_length(jt);
     bool unparse = json_is_true(json_object_get(dc, "unparse_special"));
     bool remove = json_is_true(json_object_get(dc, "remove_special"));
@@ -127,6 +134,8 @@ static void run_tests_json(const char *json_path, const char *vocab_path, const 
     t_begin(name);
     sl_vocab *v = load_vocab(vocab_path, NULL);
     json_t *meta = json_object_get(root, "vocab_meta");
+    T_CHECK(json_array_size(cases) > 0 && json_array_size(detok) > 0 && meta,
+            "%s: golden 'cases', 'detok_cases' or 'vocab_meta' missing or empty", json_path);
     if (v && meta) {
         const char *k[] = {"n_vocab", "bos", "eos", "add_bos", "add_eos"};
         long got[] = {vocab_n_tokens(v), vocab_bos(v), vocab_eos(v), vocab_add_bos(v), vocab_add_eos(v)};
@@ -310,8 +319,10 @@ static void quirks_for(json_t *cases, const char *vocab_path, const char *label)
              json_array_size(cases));
     t_begin(name);
     sl_vocab *v = load_vocab(vocab_path, NULL);
+    T_CHECK(json_array_size(cases) > 0, "%s: no quirk cases", label);
     for (size_t i = 0; v && i < json_array_size(cases); i++) {
         json_t *c = json_array_get(cases, i), *tb = json_object_get(c, "text_bytes");
+        T_CHECK(json_is_array(tb), "%s case %zu: text_bytes missing", label, i);
         char text[512];
         size_t n = json_array_size(tb);
         for (size_t k = 0; k < n && k < sizeof text; k++) text[k] = (char)json_integer_value(json_array_get(tb, k));

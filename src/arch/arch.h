@@ -160,6 +160,7 @@ struct sl_model {
     expert_layout xl;
     expert_provider *provider;
     bool own_provider;
+    route_observer obs;
 
     /* every buffer allocated for the spine, freed with the model */
     void **bufs;

@@ -420,6 +420,7 @@ int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err 
     const sl_act *xa, *xa_up;
     if (route_batch(s, L, T, xn, &r, err) || prepare_inputs(s, L, xn, T, &xa, &xa_up, err)) return -1;
     pilot_observe(s, il, r.ids);
+    if (s->m->obs.route) s->m->obs.route(s->m->obs.ctx, il, r.ids, T, K);
     float *y = scr_get(s, SCR_T4, (size_t)T * K * n_embd * sizeof(float), err);
     if (!y || run_experts(s, il, &r, xa, xa_up, y, err)) return -1;
     for (int t = 0; t < T; t++) {

@@ -584,6 +584,11 @@ int model_attach_ram_experts(sl_model *m, sl_err *err)
     return 0;
 }
 
+void model_set_route_observer(sl_model *m, const route_observer *o)
+{
+    m->obs = o ? *o : (route_observer){0};
+}
+
 void model_set_provider(sl_model *m, expert_provider *p, bool own)
 {
     if (m->provider && m->own_provider && m->provider != p && m->provider->ops->destroy)

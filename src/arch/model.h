@@ -62,6 +62,18 @@ int model_attach_ram_experts(sl_model *m, sl_err *err);
 /* Replaces the expert provider (the old one is destroyed if owned). */
 void model_set_provider(sl_model *m, expert_provider *p, bool own);
 expert_provider *model_provider(const sl_model *m);
+/* Watches routing as it happens (sluice run --trace-out): the tokens of
+ * every evaluated batch, each MoE layer's top-k per position (T x K ids,
+ * router-rank order) and each prediction the pilot hints.  Never changes
+ * results; the callbacks may be NULL. */
+typedef struct {
+    void (*tokens)(void *ctx, const int32_t *tokens, int T);
+    void (*route)(void *ctx, int layer, const int32_t *ids, int T, int K);
+    void (*hint)(void *ctx, int layer, const int32_t *ids, int n);
+    void *ctx;
+} route_observer;
+/* O NULL: stop observing. */
+void model_set_route_observer(sl_model *m, const route_observer *o);
 /* Bytes of weights held in RAM for the spine (everything but routed experts). */
 uint64_t model_spine_bytes(const sl_model *m);
 

@@ -210,6 +210,7 @@ static void issue(sl_session *s, int j, int src)
     }
     expert_provider *pr = s->m->provider;
     if (l->n_hint && pr && pr->ops->hint) pr->ops->hint(pr, j, l->hint, l->n_hint);
+    if (l->n_hint && s->m->obs.hint) s->m->obs.hint(s->m->obs.ctx, j, l->hint, l->n_hint);
 }
 
 /* The prediction scratch SLOT, sized for the batch (T x K ids). */

@@ -439,6 +439,7 @@ static int eval_ubatch(sl_session *s, const int32_t *tokens, int T, float *logit
     for (int t = 0; t < T; t++) rope_cache(&hp->rope, s->pos + t, rope + (size_t)t * hp->n_rot);
     batch b = {.T = T, .pos0 = s->pos, .rope = rope};
     pilot_ubatch(s->pilot, tokens, T, decode);
+    if (m->obs.tokens) m->obs.tokens(m->obs.ctx, tokens, T);
     for (int il = 0; il < hp->n_layer; il++)
         if (m->ops->layer(s, il, &b, err)) return -1;
     if (out_from < T && output(s, x, out_from, T - out_from, logits, err)) return -1;

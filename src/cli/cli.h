@@ -17,6 +17,7 @@ int cmd_pack(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */

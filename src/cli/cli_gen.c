@@ -72,6 +72,8 @@ int cli_model_open(cli_model *cm, const cli_model_opts *o)
 
 void cli_model_close(cli_model *cm)
 {
+    sl_err err;
+    if (cm->eng.model && engine_write_trace(&cm->eng, &err)) fprintf(stderr, "sluice: %s\n", err.msg);
     engine_close(&cm->eng);
     memset(cm, 0, sizeof *cm);
 }
@@ -93,7 +95,11 @@ const char CLI_STREAM_HELP[] =
     "  --kv MODE            KV cache: f16 (default, flash attention like llama.cpp), f32, f16-noflash\n"
     "  --prefetch MODE      predict the next layer's experts and read them ahead: auto (per layer\n"
     "                       the best predictor, off where none pays; the default when streaming),\n"
-    "                       next (always the next layer's router), off (the default in RAM)\n";
+    "                       next (always the next layer's router), off (the default in RAM)\n\n"
+    "  --cache-policy P     expert cache eviction: ahead (default: evicts the expert expected\n"
+    "                       to be needed last), lfru, lru (docs/CACHE.md)\n"
+    "  --trace-out FILE     write the routing trace (shared/traces schema, with the pilot's\n"
+    "                       predictions) for sluice replay and sluice heat --trace";
 
 static int parse_size(const char *name, const char *arg, uint64_t *out)
 {
@@ -135,6 +141,15 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
         eo->prefetch = (sl_prefetch_mode)m, eo->prefetch_set = true;
         return 1;
     }
+    case CLI_OPT_CACHE_POLICY: {
+        int pol = cache_policy_parse(arg);
+        if (pol < 0 || pol == CACHE_OPT)
+            return FAIL("--cache-policy: expected ahead, lfru or lru, got '%s'%s", arg,
+                        pol == CACHE_OPT ? " (opt needs the future: sluice replay --policy opt)" : "");
+        eo->policy = (cache_policy)pol, eo->policy_set = true;
+        return 1;
+    }
+    case CLI_OPT_TRACE_OUT: eo->trace_out = arg; return 1;
     case 'b':
         if (cli_parse_int("-b", arg, 1, 1L << 20, &v)) return -1;
         eo->n_batch = (int32_t)v;
@@ -328,7 +343,8 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
     switch (opt) {
     case 'm': mo->model_path = arg; return 1;
     case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
-    case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH:
+    case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH: case CLI_OPT_CACHE_POLICY:
+    case CLI_OPT_TRACE_OUT:
         return cli_stream_option(opt, arg, &mo->eo);
     case 'c':
         if (cli_parse_int("-c", arg, 0, 1L << 24, &v)) return -1;
@@ -392,7 +408,8 @@ int cli_open(cli_model_opts *o, sluice **out, const char **path)
     engine_opts fo = {0};
     arm_fault(&o->fault_countdown, &fo);
     sluice_open_extra x = {.n_ctx_cap = bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX, .verify = o->eo.verify,
-                           .fault = fo.fault, .fault_ctx = fo.fault_ctx};
+                           .fault = fo.fault, .fault_ctx = fo.fault_ctx, .policy = o->eo.policy,
+                           .policy_set = o->eo.policy_set, .trace_out = o->eo.trace_out};
     char err[1024];
     if (sluice_open_ex(out, &so, &x, err, sizeof err)) return FAIL("%s", err);
     if (path) *path = p;

@@ -47,7 +47,7 @@ enum {
     CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED,
     CLI_OPT_REPEAT_PENALTY, CLI_OPT_REPEAT_LAST_N, CLI_OPT_PRESENCE_PENALTY, CLI_OPT_FREQUENCY_PENALTY,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
-    CLI_OPT_KV, CLI_OPT_PREFETCH,
+    CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -66,7 +66,9 @@ enum {
         {"pin", required_argument, 0, CLI_OPT_PIN}, {"heat-file", required_argument, 0, CLI_OPT_HEAT_FILE},   \
         {"no-heat", no_argument, 0, CLI_OPT_NO_HEAT}, {"pack", required_argument, 0, CLI_OPT_PACK},           \
         {"verify", no_argument, 0, CLI_OPT_VERIFY}, {"kv", required_argument, 0, CLI_OPT_KV},                 \
-        {"prefetch", required_argument, 0, CLI_OPT_PREFETCH}
+        {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                                 \
+        {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                                         \
+        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT}
 #define CLI_GEN_SHORTOPTS "m:c:t:b:"
 
 /* Help text for the expert placement flags. */

@@ -7,12 +7,17 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
+#include "cli/throttle.h"
 #include "decode/rng.h"
+#include "decode/sampler.h"
 #include "decode/stats.h"
 #include "experts/probe.h"
+#include "experts/timeline_svg.h"
+#include "tok/tokenizer.h"
 #include "util/clock.h"
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
@@ -28,11 +33,19 @@ typedef struct {
     const char *json_out; /* also write the JSON object here */
     engine_opts eo;       /* --mem, --io, ...: streaming benchmark */
     bool no_probe;
+    bool cold;            /* streaming tg: no warm-up text */
+    double throttle;      /* --throttle: bytes/s ceiling for expert reads (0: none) */
+    const char *throttle_how; /* how it was applied, for the report */
+    const char *timeline; /* --timeline FILE.svg */
 } bench_args;
 
-/* Streaming figures of one test (warm-up included), from store counters. */
+/* Streaming figures of one test (warm-up included, except for the text
+ * decode: its timed steps only), from store counters. */
 typedef struct {
     double bytes_per_token, hit_rate, io_wait_share, read_gbps, effective_gbps;
+    double waste_share;          /* prefetched bytes never used / bytes loaded */
+    double busy_share;           /* time with a read in flight / test time */
+    double optimum_bytes_per_token; /* Belady's MIN over the same accesses (same history) */
 } stream_figs;
 
 typedef struct {
@@ -55,13 +68,26 @@ static void usage(FILE *f)
                "  -r, --repetitions R  timed repetitions (default 5)\n"
                "      --json           print one JSON object (medians pp_tps / tg_tps and the settings)\n"
                "      --json-out FILE  print the table and write the JSON object to FILE\n"
-               "      --no-probe       streaming: skip the raw disk bandwidth probe\n\n"
+               "      --no-probe       streaming: skip the raw disk bandwidth probe\n"
+               "      --cold           streaming: start the text decode from an empty cache\n"
+               "      --throttle RATE  streaming: cap reads at RATE bytes/s (e.g. 1G, 500M: decimal)\n"
+               "                       through a blkio cgroup on the model's disk when root, else\n"
+               "                       the store's simulated drive; the report adds the ceiling\n"
+               "                       RATE / bytes per token\n"
+               "      --timeline F.svg streaming: draw the last repetition's decode, token by token and\n"
+               "                       layer by layer (reads issued / landed, demand vs prefetch, expert\n"
+               "                       compute, waits): whether the disk or the CPU set the pace\n\n"
                "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
                "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
                "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"
                "it can print achieved / raw bandwidth and tokens/s against the I/O bound.\n"
-               "The heat file is neither read nor updated unless --heat-file is given: the tests\n"
-               "repeat the same tokens, so learned heat would only flatter the next run.\n\n%s",
+               "When streaming, tgN is an honest decode: each repetition is the greedy continuation\n"
+               "of a different real text, never seen before by the cache (which was warmed on\n"
+               "another text, or is empty with --cold); only its N decode steps are timed and\n"
+               "counted, and the report adds prefetch waste, disk busy share and the bytes the\n"
+               "offline optimum (Belady) would have read for the same accesses.\n"
+               "The heat file is neither read nor updated unless --heat-file is given: learned\n"
+               "heat would only flatter the next run.\n\n%s",
             CLI_STREAM_HELP);
 }
 
@@ -79,6 +105,20 @@ static int parse_threads(const char *s, bench_args *a)
     return a->n_threads ? 0 : cli_fail("-t: no thread count given");
 }
 
+/* "1G", "500M", "1.5e9", "600MB/s": decimal bytes per second. */
+static int parse_rate(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = *end == 'K' || *end == 'k' ? 1e3 : *end == 'M' ? 1e6 : *end == 'G' || *end == 'g' ? 1e9 : 1;
+    if (mul > 1) end++;
+    if (*end == 'B') end++;
+    if (!strcmp(end, "/s")) end += 2;
+    if (end == s || *end || !(v > 0)) return cli_fail("--throttle: expected a rate like 1G or 500M, got '%s'", s);
+    *out = v * mul;
+    return 0;
+}
+
 /* 0 ok, 1 help shown, -1 bad arguments (reported). */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -87,6 +127,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"n-gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},
         {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
         {"json-out", required_argument, 0, 'o'}, {"no-probe", no_argument, 0, 'P'},
+        {"cold", no_argument, 0, 'C'}, {"throttle", required_argument, 0, 'T'},
+        {"timeline", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
@@ -103,6 +145,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 'j': a->json = true; break;
         case 'o': a->json_out = optarg; break;
         case 'P': a->no_probe = true; break;
+        case 'C': a->cold = true; break;
+        case 'T': bad = parse_rate(optarg, &a->throttle); break;
+        case 'L': a->timeline = optarg; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
         default:
@@ -129,6 +174,7 @@ typedef struct {
     int32_t *toks; /* max(p, n) pseudo-random ids */
     float *logits;
     const bench_args *a;
+    double tl_from, tl_to; /* the last text decode's timed steps */
     sl_err err;
 } bench_ctx;
 
@@ -157,6 +203,94 @@ static double run_tg(bench_ctx *b)
     double dt = sl_now() - t0;
     session_free(s);
     return rc ? -1 : dt;
+}
+
+static stream_figs figs_between(const store_stats *x, const store_stats *y, long tokens, double seconds);
+
+/* ---- the honest streaming decode ---- */
+
+/* Real text, written for this benchmark (never for a model's training):
+ * the first warms the cache, each repetition continues another. */
+static const char *const TEXTS[] = {
+    "The ferry left the harbour a little after six, when the fog was still lying on the water and the gulls had "
+    "not yet begun to argue over the fishing boats. Most of the passengers were workers going to the mainland.",
+    "To make a simple loaf, mix five hundred grams of flour with a spoon of salt, a little yeast and warm water, "
+    "then knead the dough for ten minutes until it is smooth and springs back when you press it.",
+    "In the spring of that year the river rose higher than anyone in the valley could remember. The old bridge "
+    "held, but the meadows below the mill were under water for three weeks, and the school was closed.",
+    "A good map does not show everything. It leaves out what the traveller does not need, so that the roads, "
+    "the rivers and the towns stand out clearly, and a stranger can find the way without asking.",
+    "She opened the letter slowly, as if the words inside might change if she hurried. It was short, written in "
+    "a careful hand, and it asked her to come back to the house by the lake before the end of the summer.",
+    "Computers store numbers in binary, as strings of ones and zeros. A byte holds eight of these bits, enough "
+    "for two hundred and fifty-six different values, which is why so many old limits are powers of two.",
+    "The committee met every Tuesday in the back room of the library. They argued about the budget, the new "
+    "roof and the opening hours, and every week the chairman promised that the next meeting would be shorter.",
+    "High in the mountains the air is thin and the nights are cold even in August. Shepherds still bring their "
+    "flocks up to the summer pastures, as their grandparents did, and come down again when the first snow falls.",
+};
+enum { N_TEXTS = sizeof TEXTS / sizeof TEXTS[0] };
+
+/* Evaluates text T's tokens and then N greedy steps in a fresh session;
+ * with X and Y, store counters around the timed decode steps (and the
+ * access log position where they start in *FROM). */
+static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_stats *y)
+{
+    const char *text = TEXTS[t % N_TEXTS];
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (vocab_tokenize(model_vocab(b->model), text, strlen(text), true, false, &ids, &n_ids, &b->err)) return -1;
+    sl_session *s;
+    session_opts so = engine_session_opts(b->eng);
+    if (session_create_opts(&s, b->model, (int32_t)(n_ids + (size_t)n + 1), b->pool, &so, &b->err)) {
+        free(ids);
+        return -1;
+    }
+    int rc = session_eval(s, ids, (int32_t)n_ids, b->logits, false, &b->err);
+    int32_t n_vocab = model_n_vocab(b->model);
+    if (x && b->eng->store) expert_store_stats(b->eng->store, x);
+    double t0 = sl_now();
+    for (long i = 0; i < n && rc == 0; i++) {
+        int32_t tok = sampler_argmax(b->logits, n_vocab);
+        rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
+    }
+    double dt = sl_now() - t0;
+    if (x) b->tl_from = t0, b->tl_to = t0 + dt;
+    if (y && b->eng->store) expert_store_stats(b->eng->store, y);
+    session_free(s);
+    free(ids);
+    return rc ? -1 : dt;
+}
+
+/* The streaming tg test: unless --cold, a warm-up on TEXTS[0]; then each
+ * repetition a different text, its decode steps timed and counted. */
+static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
+{
+    if (!b->a->cold && text_decode(b, 0, n, NULL, NULL) < 0) return cli_fail("%s", b->err.msg);
+    store_stats sum = {0};
+    double secs = 0, opt = 0;
+    for (long r = 0; r < b->a->reps; r++) {
+        store_stats x, y;
+        double dt = text_decode(b, 1 + (int)(r % (N_TEXTS - 1)), n, &x, &y);
+        if (dt < 0) return cli_fail("%s", b->err.msg);
+        tps[r] = dt > 0 ? (double)n / dt : 0;
+        secs += dt;
+        uint64_t ob, ol;
+        sl_err e;
+        if (expert_store_optimum_since(b->eng->store, x.accesses, &ob, &ol, &e) == 0) opt += (double)ob;
+        sum.bytes_read += y.bytes_read - x.bytes_read, sum.hits += y.hits - x.hits;
+        sum.misses += y.misses - x.misses, sum.read_busy_s += y.read_busy_s - x.read_busy_s;
+        sum.io_wait_s += y.io_wait_s - x.io_wait_s;
+        sum.prefetch_wasted_bytes += y.prefetch_wasted_bytes - x.prefetch_wasted_bytes;
+        sum.bytes_needed += (y.bytes_needed + y.prefetch_bytes) - (x.bytes_needed + x.prefetch_bytes);
+    }
+    store_stats zero = {0};
+    long toks = n * b->a->reps;
+    *f = figs_between(&zero, &sum, toks, secs);
+    f->waste_share = sum.bytes_needed ? (double)sum.prefetch_wasted_bytes / (double)sum.bytes_needed : 0;
+    f->busy_share = secs > 0 ? sum.read_busy_s / secs : 0;
+    f->optimum_bytes_per_token = toks ? opt / (double)toks : 0;
+    return 0;
 }
 
 /* Warm-up, then reps timed runs as tokens/s into OUT. */
@@ -326,8 +460,8 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
     char b1[32], b2[32];
     printf("\nstreaming (%s, --mem %s: %lld of %lld experts cached):\n", store_io_name(e->io),
            cli_fmt_bytes(e->plan.total, b1, 32), (long long)e->plan.slots, (long long)e->plan.experts);
-    printf("| threads | test     | expert bytes/token | hit rate | I/O wait | read GB/s | effective GB/s |\n");
-    printf("| ------: | -------- | -----------------: | -------: | -------: | --------: | -------------: |\n");
+    printf("| threads | test     | expert bytes/token | optimum bytes/token | hit rate | prefetch waste | disk busy | I/O wait | read GB/s | effective GB/s |\n");
+    printf("| ------: | -------- | -----------------: | ------------------: | -------: | -------------: | --------: | -------: | --------: | -------------: |\n");
     for (int i = 0; i < a->n_threads; i++)
         for (int k = 0; k < 2; k++) {
             const stream_figs *f = k ? &rows[i].stg : &rows[i].spp;
@@ -335,9 +469,27 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
             if (!tok) continue;
             char test[24];
             snprintf(test, sizeof test, "%s%ld", k ? "tg" : "pp", tok);
-            printf("| %7d | %-8s | %18s | %7.1f%% | %7.1f%% | %9.2f | %14.2f |\n", rows[i].threads, test,
-                   cli_fmt_bytes((uint64_t)f->bytes_per_token, b2, 32), 100 * f->hit_rate, 100 * f->io_wait_share,
-                   f->read_gbps, f->effective_gbps);
+            char b3[32] = "-";
+            if (f->optimum_bytes_per_token > 0) cli_fmt_bytes((uint64_t)f->optimum_bytes_per_token, b3, 32);
+            char waste[16] = "-", busy[16] = "-";
+            if (k) snprintf(waste, sizeof waste, "%.1f%%", 100 * f->waste_share), snprintf(busy, sizeof busy, "%.0f%%", 100 * f->busy_share);
+            printf("| %7d | %-8s | %18s | %19s | %7.1f%% | %14s | %9s | %7.1f%% | %9.2f | %14.2f |\n", rows[i].threads,
+                   test, cli_fmt_bytes((uint64_t)f->bytes_per_token, b2, 32), b3, 100 * f->hit_rate, waste, busy,
+                   100 * f->io_wait_share, f->read_gbps, f->effective_gbps);
+        }
+    if (a->n && e->io != STORE_IO_MMAP)
+        printf("tg%ld: greedy continuations of %ld real texts (one per repetition, none seen before), only the decode "
+               "steps counted; cache %s\n",
+               a->n, a->reps, a->cold ? "empty before the first (--cold)" : "warmed on another text first");
+    if (a->throttle > 0)
+        for (int i = 0; i < a->n_threads && a->n; i++) {
+            const stream_figs *f = &rows[i].stg;
+            double ceil = f->bytes_per_token > 0 ? a->throttle / f->bytes_per_token : 0;
+            double tps = median(rows[i].tg, a->reps);
+            printf("t=%d tg, throttled to %.2f GB/s (%s): ceiling %.2f tok/s = rate / bytes per token, measured "
+                   "%.2f (%.0f%% of it); bytes / optimum's %.2fx\n",
+                   rows[i].threads, a->throttle / 1e9, a->throttle_how, ceil, tps, ceil > 0 ? 100 * tps / ceil : 0,
+                   f->optimum_bytes_per_token > 0 ? f->bytes_per_token / f->optimum_bytes_per_token : 0);
         }
     if (!pr->gbps) return;
     printf("\nraw disk: %.2f GB/s (O_DIRECT random %s reads, depth %d, %.1f s%s)\n", pr->gbps,
@@ -354,9 +506,10 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
 
 static json_t *figs_json(const stream_figs *f)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate", f->hit_rate,
-                     "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
-                     f->effective_gbps);
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate",
+                     f->hit_rate, "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
+                     f->effective_gbps, "prefetch_waste_share", f->waste_share, "disk_busy_share", f->busy_share,
+                     "optimum_bytes_per_token", f->optimum_bytes_per_token);
 }
 
 static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
@@ -367,9 +520,11 @@ static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench
         json_array_append_new(per, json_pack("{s:i,s:o,s:o}", "threads", rows[i].threads, "pp", figs_json(&rows[i].spp),
                                              "tg", figs_json(&rows[i].stg)));
     double bound = rows[0].stg.bytes_per_token > 0 ? pr->gbps * 1e9 / rows[0].stg.bytes_per_token : 0;
-    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:o}", "io", store_io_name(e->io), "mem", (json_int_t)e->plan.total,
-                     "experts_cached", (json_int_t)e->plan.slots, "experts", (json_int_t)e->plan.experts,
-                     "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "per_threads", per);
+    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:b,s:o}", "io", store_io_name(e->io), "mem",
+                     (json_int_t)e->plan.total, "experts_cached", (json_int_t)e->plan.slots, "experts",
+                     (json_int_t)e->plan.experts, "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "throttle_bps",
+                     a->throttle, "throttle_how", a->throttle_how ? a->throttle_how : "none", "cold", a->cold,
+                     "per_threads", per);
 }
 
 /* ---- command ---- */
@@ -416,8 +571,10 @@ static int bench_threads(bench_ctx *b, int threads, bench_row *row)
     if (!b->pool) return cli_fail("cannot start %d threads", threads);
     row->threads = pool_threads(b->pool);
     row->isa = kernels_isa_name(pool_isa(b->pool));
+    bool text = b->eng->store && b->eng->io != STORE_IO_MMAP;
     int rc = measure_streamed(b, run_pp, b->a->p, row->pp, &row->spp) ||
-             measure_streamed(b, run_tg, b->a->n, row->tg, &row->stg);
+             (text ? b->a->n && measure_text(b, b->a->n, row->tg, &row->stg)
+                   : measure_streamed(b, run_tg, b->a->n, row->tg, &row->stg));
     pool_destroy(b->pool);
     b->pool = NULL;
     return rc;
@@ -429,14 +586,33 @@ int cmd_bench(int argc, char **argv)
     int r = parse_args(argc, argv, &a);
     if (r) return r < 0 ? 2 : 0;
     cli_model cm;
-    long nt = a.p > a.n ? a.p : a.n;
+    /* the text decode's sessions hold a text (< 128 tokens) and N steps */
+    long nt = a.p > a.n + 128 ? a.p : a.n + 128;
     int max_threads = 1;
     for (int i = 0; i < a.n_threads; i++) max_threads = a.threads[i] > max_threads ? a.threads[i] : max_threads;
     /* plan the budget for exactly the sessions the tests create */
     cli_model_opts mo = {.model_path = a.model, .model_only = true, .eo = a.eo, .n_ctx = (int32_t)nt,
                          .threads = max_threads};
+    mo.eo.timeline = a.timeline != NULL;
+    bool blkio = a.throttle > 0 && geteuid() == 0 && access("/sys/fs/cgroup/blkio", W_OK) == 0;
+    if (a.throttle > 0 && !blkio) mo.eo.throttle_bps = a.throttle, a.throttle_how = "the store's simulated drive";
     if (cli_model_open(&cm, &mo)) return 1;
     cli_print_engine(&cm.eng, !a.json);
+    blkio_throttle bt = {0};
+    char why[400] = "", how[200];
+    if (blkio) {
+        const gguf_file *g = model_gguf(cm.model);
+        const char *paths[16];
+        int np = 0;
+        for (uint32_t f = 0; f < g->n_parts && np < 16; f++) paths[np++] = g->parts[f].path;
+        if (a.eo.pack) paths[np++] = a.eo.pack; /* the manifest's disk; drives on others need bench/multidrive.sh */
+        if (blkio_throttle_start(&bt, paths, np, (uint64_t)a.throttle, why, sizeof why) || !bt.active) {
+            cli_model_close(&cm);
+            return cli_fail("--throttle: %s", why), 1;
+        }
+        snprintf(how, sizeof how, "blkio cgroup on %s", bt.devices);
+        a.throttle_how = how;
+    }
     bench_ctx b = {.model = cm.model, .eng = &cm.eng, .a = &a};
     bench_row rows[MAX_THREAD_SETS] = {{0}};
     /* A virtual or shared disk's speed drifts: probe on both sides of the
@@ -457,6 +633,19 @@ int cmd_bench(int argc, char **argv)
         rows[i].tg = calloc((size_t)a.reps, sizeof(double));
         rc = !rows[i].pp || !rows[i].tg ? cli_fail("out of memory") : bench_threads(&b, a.threads[i], &rows[i]);
     }
+    if (!rc && a.timeline) {
+        size_t n_ev = 0;
+        const store_event *ev = cm.eng.store ? expert_store_timeline(cm.eng.store, &n_ev) : NULL;
+        char title[300], b1[32];
+        snprintf(title, sizeof title, "%s: tg%ld, --mem %s (%lld of %lld experts cached)%s%s, %d threads, policy %s",
+                 base_name(cm.path), a.n, cli_fmt_bytes(cm.eng.plan.total, b1, 32), (long long)cm.eng.plan.slots,
+                 (long long)cm.eng.plan.experts, a.throttle > 0 ? ", throttled" : "", a.cold ? ", cold cache" : "",
+                 a.threads[a.n_threads - 1],
+                 cache_policy_name(a.eo.policy_set ? a.eo.policy : store_config_default(0).policy));
+        sl_err e;
+        if (!ev || !a.n) rc = cli_fail("--timeline: needs a streaming tg test (--mem and -n > 0)");
+        else if (timeline_svg_write(a.timeline, ev, n_ev, b.tl_from, b.tl_to, title, 24, &e)) rc = cli_fail("%s", e.msg);
+    }
     probe_result probe = {0};
     if (!rc && cm.eng.store && !a.no_probe) rc = probe_disk(&cm, &probe);
     double after = probe.gbps;
@@ -466,6 +655,7 @@ int cmd_bench(int argc, char **argv)
         printf("(raw disk probed before and after the tests: %.2f and %.2f GB/s; the higher is the reference)\n",
                before.gbps, after);
     if (!rc && a.json_out) rc = write_json(&a, &cm, rows, &probe);
+    blkio_throttle_stop(&bt);
     for (int i = 0; i < a.n_threads; i++) free(rows[i].pp), free(rows[i].tg);
     free(b.toks);
     free(b.logits);

@@ -11,13 +11,15 @@
 
 static void replay_usage(void)
 {
-    printf("usage: sluice replay --trace FILE [--slots N[,N...]] [--policy lru,lfru] [--half-life T] [--warmup T]\n"
+    printf("usage: sluice replay --trace FILE [--slots N[,N...]] [--policy lru,lfru,ahead,opt] [--half-life T] [--warmup T]\n"
            "                     [--heat-from-tokens A:B | --heat FILE] [--tokens A:B] [--run-len T] [--pin-share F]\n"
            "                     [--heat-half-life T]\n"
            "  Replays an expert-routing trace (shared/traces JSON schema) through the\n"
            "  expert cache and prints the hit rate per cache size and policy.\n"
            "  --slots     cache sizes in experts (default: 3%%,6%%,12%%,24%%,48%% of all experts)\n"
-           "  --policy    comma-separated policies (default lru,lfru)\n"
+           "  --policy    comma-separated policies: lru, lfru, ahead, opt (Belady's MIN,\n"
+           "              the offline optimum); default lru,lfru,ahead,opt; a trace with the\n"
+           "              pilot's predictions (run --trace-out) adds ahead+hints\n"
            "  --half-life LFRU use-count half-life in tokens (default 64)\n"
            "  --warmup    tokens replayed before counting, per run (default 0)\n"
            "  --tokens    replay only tokens [A, B) (default: all, or from B of --heat-from-tokens 0:B)\n"
@@ -68,7 +70,7 @@ typedef struct {
 typedef struct {
     char name[24];
     cache_policy policy;
-    int heat, pin;
+    int heat, pin, hints;
 } variant;
 
 /* Hit rate of variant V at N slots over the replay range, run by run. */
@@ -76,7 +78,8 @@ static int replay_variant(const route_trace *t, const replay_args *a, const heat
                           double *rate, sl_err *err)
 {
     int32_t keys[4096];
-    replay_opts o = {.n_slots = n, .policy = v->policy, .half_life = a->half_life, .heat = v->heat ? h : NULL};
+    replay_opts o = {.n_slots = n, .policy = v->policy, .half_life = a->half_life, .heat = v->heat ? h : NULL,
+                     .hints = v->hints};
     if (v->pin) {
         int max = (int)(a->pin_share * n), room = n - t->n_used;
         if (max > room) max = room;
@@ -101,7 +104,7 @@ static int replay_variant(const route_trace *t, const replay_args *a, const heat
 
 static int parse_args(replay_args *a, int argc, char **argv)
 {
-    *a = (replay_args){.policies = "lru,lfru", .half_life = 64, .heat_half_life = HEAT_DEFAULT_HALF_LIFE,
+    *a = (replay_args){.policies = "lru,lfru,ahead,opt", .half_life = 64, .heat_half_life = HEAT_DEFAULT_HALF_LIFE,
                        .pin_share = 0.5};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -145,16 +148,20 @@ static int get_heat(const route_trace *t, const replay_args *a, heat_table *h, s
     return rc;
 }
 
-static int make_variants(const replay_args *a, int with_heat, variant *v, int max)
+static int make_variants(const replay_args *a, int with_heat, int with_pred, variant *v, int max)
 {
     int n = 0;
     char list[128];
     snprintf(list, sizeof list, "%s", a->policies);
     for (char *p = strtok(list, ","); p && n < max; p = strtok(NULL, ",")) {
         int pol = cache_policy_parse(p);
-        if (pol < 0) return cli_fail("replay: unknown policy '%s' (lru, lfru)", p), -1;
+        if (pol < 0) return cli_fail("replay: unknown policy '%s' (lru, lfru, ahead, opt)", p), -1;
         v[n] = (variant){.policy = (cache_policy)pol};
         snprintf(v[n++].name, sizeof v->name, "%s", p);
+        if (pol == CACHE_AHEAD && with_pred && n < max) {
+            v[n] = (variant){.policy = CACHE_AHEAD, .hints = 1};
+            snprintf(v[n++].name, sizeof v->name, "ahead+hints");
+        }
     }
     if (with_heat && n + 2 <= max) {
         v[n++] = (variant){.name = "lfru+heat", .policy = CACHE_LFRU, .heat = 1};
@@ -207,8 +214,8 @@ int cmd_replay(int argc, char **argv)
     heat_table h = {0};
     int with_heat = a.heat_file || a.heat_from[1];
     if (with_heat && get_heat(&t, &a, &h, &err)) return trace_free(&t), cli_fail("%s", err.msg);
-    variant v[8];
-    int nv = make_variants(&a, with_heat, v, 8);
+    variant v[10];
+    int nv = make_variants(&a, with_heat, t.pred != NULL, v, 10);
     printf("trace %s: %d tokens, %d layers x %d experts, %d per token; uniform hit rate = slots/%d\n", a.trace,
            t.n_tokens, t.n_layers, t.n_expert, t.n_used, total);
     printf("replaying tokens [%d, %d)", a.tokens[0], a.tokens[1]);

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
+#include "engine/api_int.h"
 
 typedef struct {
     cli_model_opts mo;
@@ -299,6 +300,10 @@ static int run(run_args *a, sluice *s)
         goto out;
     }
     if (ctx.failed) goto out;
+    if (sluice_write_trace(s, err, sizeof err)) {
+        cli_fail("%s", err);
+        goto out;
+    }
     json_t *st = stats_object(s);
     if (!st) goto out;
     /* end the text's last line so the shell prompt or the --stats lines start on their own */

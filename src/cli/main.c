@@ -20,6 +20,7 @@ static const command COMMANDS[] = {
     {"pack", cmd_pack, "copy a model's routed experts into a multi-drive pack"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},
+    {"serve", cmd_serve, "serve the model over HTTP (OpenAI and Anthropic APIs, web chat)"},
     {"bench", cmd_bench, "measure prompt and generation speed (like llama-bench)"},
     {"synth", cmd_synth, "write a synthetic MoE model of a real architecture's shape (for benchmarks)"},
 };

@@ -27,6 +27,15 @@ static const stat_field FIELDS[] = {
     S(compute_s, STAT_F64, "compute", "s"),
     S(read_gbps, STAT_F64, "read bandwidth", "GB/s"),
     S(prefill_read_amplification, STAT_F64, "prefill read amplification", "x"),
+    S(demand_misses, STAT_U64, "demand misses", ""),
+    S(prefetch_reads, STAT_U64, "prefetch reads", ""),
+    S(prefetch_used, STAT_U64, "prefetch reads used", ""),
+    S(prefetch_wasted_bytes, STAT_U64, "prefetch bytes wasted", "bytes"),
+    S(prefetch_cancelled, STAT_U64, "prefetch reads cancelled", ""),
+    S(expert_bytes_loaded, STAT_U64, "expert bytes loaded", "bytes"),
+    S(optimum_bytes, STAT_U64, "offline optimum bytes", "bytes"),
+    S(optimum_ratio, STAT_F64, "loaded / optimum", "x"),
+    S(disk_busy_fraction, STAT_F64, "disk busy", "share"),
 };
 #undef F
 #undef S

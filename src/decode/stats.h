@@ -31,6 +31,15 @@ typedef struct {
     double compute_s;                  /* evaluation time not spent waiting */
     double read_gbps;                  /* bytes read / time reads were in flight */
     double prefill_read_amplification; /* prompt bytes read / bytes of distinct experts it used */
+    uint64_t demand_misses;            /* experts read because the router asked (not prefetched) */
+    uint64_t prefetch_reads;           /* experts read on a prediction */
+    uint64_t prefetch_used;            /* ... that a router then asked for */
+    uint64_t prefetch_wasted_bytes;    /* ... evicted without being used */
+    uint64_t prefetch_cancelled;       /* guesses dropped before a byte was read (the router disagreed) */
+    uint64_t expert_bytes_loaded;      /* bytes of the experts read (demand + prefetch, no alignment) */
+    uint64_t optimum_bytes;            /* what Belady's MIN would have loaded for this run's accesses */
+    double optimum_ratio;              /* expert_bytes_loaded / optimum_bytes */
+    double disk_busy_fraction;         /* share of the evaluation time with a read in flight */
 } gen_stats;
 
 typedef enum { STAT_I64, STAT_U64, STAT_F64 } stat_kind;

@@ -16,7 +16,10 @@
 #include "chat/chat.h"
 #include "decode/generate.h"
 #include "engine/api_int.h"
+#include "chat/openai.h"
+#include "experts/pack.h"
 #include "engine/engine.h"
+#include "engine/state.h"
 #include "util/clock.h"
 
 enum { DEFAULT_CTX_CAP = 4096, MAX_PROBS = 64, PIECE_CAP = 512 };
@@ -90,6 +93,7 @@ static int engine_options(const sluice_options *o, const sluice_open_extra *x, e
                         .no_heat = o->no_heat, .pack = o->pack};
     eo->n_ctx_cap = x && x->n_ctx_cap > 0 ? x->n_ctx_cap : DEFAULT_CTX_CAP;
     if (x) eo->verify = x->verify, eo->fault = x->fault, eo->fault_ctx = x->fault_ctx;
+    if (x) eo->policy = (cache_policy)x->policy, eo->policy_set = x->policy_set, eo->trace_out = x->trace_out;
     if (o->n_ctx < 0) eo->n_ctx = 0;
     if (o->io) {
         int io = store_io_parse(o->io);
@@ -449,6 +453,22 @@ static void stream_figures(const sl_engine *e, gen_stats *st)
     st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;
     st->read_gbps = ss.read_gbps;
     st->prefill_read_amplification = ss.prefill_read_amplification;
+    st->demand_misses = ss.demand_misses;
+    st->prefetch_reads = ss.prefetch_reads;
+    st->prefetch_used = ss.prefetch_used;
+    st->prefetch_wasted_bytes = ss.prefetch_wasted_bytes;
+    st->prefetch_cancelled = ss.prefetch_cancelled;
+    st->expert_bytes_loaded = ss.bytes_loaded;
+    st->optimum_bytes = ss.optimum_bytes;
+    st->optimum_ratio = ss.optimum_bytes ? (double)ss.bytes_loaded / (double)ss.optimum_bytes : 0;
+    st->disk_busy_fraction = busy > 0 ? ss.read_busy_s / busy : 0;
+}
+
+int sluice_write_trace(sluice *s, char *err, size_t cap)
+{
+    sl_err e;
+    if (engine_write_trace(&s->eng, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
 }
 
 /* Generation after the sequence already holds the prompt (seq_reuse or
@@ -642,6 +662,38 @@ static void prefetch_json(const sluice *s, json_t *obj)
     json_object_set_new(obj, "prefetch", o);
 }
 
+/* Per-drive figures of a multi-drive pack (docs/PACK.md): bytes, requests,
+ * busy share of the evaluation time, measured rate, replicated share. */
+static void drives_json(const sluice *s, json_t *obj)
+{
+    if (!s->eng.store || !s->eng.opts.pack) return;
+    const expert_source *src = expert_store_source(s->eng.store);
+    if (!src) return;
+    pack_source_stats ps;
+    source_pack_stats(src, &ps);
+    double t = s->last.prompt_s + s->last.decode_s;
+    uint64_t total = 0;
+    for (int d = 0; d < ps.n_drives; d++) total += ps.bytes[d];
+    json_t *arr = json_array();
+    for (int d = 0; d < ps.n_drives; d++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "drive", json_integer(d));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)ps.bytes[d]));
+        json_object_set_new(o, "requests", json_integer((json_int_t)ps.reads[d]));
+        json_object_set_new(o, "share", json_real(total ? (double)ps.bytes[d] / (double)total : 0));
+        json_object_set_new(o, "busy_s", json_real(ps.busy_s[d]));
+        json_object_set_new(o, "busy_fraction", json_real(t > 0 ? ps.busy_s[d] / t : 0));
+        json_object_set_new(o, "measured_rate", json_real(ps.rate[d]));
+        json_object_set_new(o, "rate_while_busy", json_real(ps.busy_s[d] > 0 ? (double)ps.bytes[d] / ps.busy_s[d] : 0));
+        json_object_set_new(o, "flexible_bytes", json_integer((json_int_t)ps.flexible_bytes[d]));
+        json_object_set_new(o, "flexible_share",
+                            json_real(ps.bytes[d] ? (double)ps.flexible_bytes[d] / (double)ps.bytes[d] : 0));
+        json_object_set_new(o, "missing", json_boolean(ps.missing[d]));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(obj, "drives", arr);
+}
+
 char *sluice_stats_json(const sluice *s)
 {
     json_t *o = json_object();
@@ -650,7 +702,68 @@ char *sluice_stats_json(const sluice *s)
     json_object_set_new(o, "seed", json_integer(s->last_seed));
     json_object_set_new(o, "io", json_string(s->eng.streaming ? store_io_name(s->eng.io) : "ram"));
     prefetch_json(s, o);
+    drives_json(s, o);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;
+}
+
+/* ------------------------------------------- chat with tools, saved contexts */
+
+int sluice_chat_render_json(sluice *s, const char *messages_json, const char *tools_json, const char *kwargs_json,
+                            int add_generation_prompt, char **text, char *err, size_t cap)
+{
+    *text = NULL;
+    if (chat_open(s, err, cap)) return -1;
+    const char *src = sluice_chat_template(s);
+    chat_syntax syn = chat_syntax_detect(src, strlen(src));
+    chat_api_req r = {.messages_json = messages_json, .tools_json = tools_json, .kwargs_json = kwargs_json,
+                      .add_generation_prompt = add_generation_prompt,
+                      .bos_token = token_text(s, vocab_bos(vocab(s))), .eos_token = token_text(s, vocab_eos(vocab(s)))};
+    sl_err e;
+    if (chat_api_render(s->tmpl, syn, &r, text, &e)) return fail(err, cap, "chat template: %s", e.msg);
+    return ok(err, cap);
+}
+
+const char *sluice_chat_template(const sluice *cs)
+{
+    const char *text;
+    size_t len;
+    return template_text((sluice *)cs, &text, &len, NULL, 0) ? NULL : text;
+}
+
+int sluice_state_save(sluice *s, const char *path, char *err, size_t cap)
+{
+    sl_err e;
+    if (engine_state_save(&s->eng, s->seq.toks, s->seq.n, path, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
+}
+
+int sluice_state_load(sluice *s, const char *path, char *err, size_t cap)
+{
+    sl_err e;
+    int32_t *toks, n_eval, before = session_pos(s->eng.session);
+    size_t n;
+    if (engine_state_load(&s->eng, path, &toks, &n, &n_eval, &e)) {
+        /* a refused file left the session alone; a read failing halfway
+         * emptied it, and the context with it */
+        if (session_pos(s->eng.session) != before) s->seq.n = 0, s->seq.logits_ok = false;
+        return fail(err, cap, "%s", e.msg);
+    }
+    s->seq.n = 0;
+    s->seq.logits_ok = false;
+    int rc = seq_push(&s->seq, toks, n, &e);
+    free(toks);
+    if (rc) {
+        sluice_reset(s);
+        return fail(err, cap, "%s", e.msg);
+    }
+    return ok(err, cap);
+}
+
+int sluice_state_peek(sluice *s, const char *path, int32_t **tokens, size_t *n, char *err, size_t cap)
+{
+    sl_err e;
+    if (engine_state_peek(&s->eng, path, tokens, n, &e)) return fail(err, cap, "%s", e.msg);
+    return ok(err, cap);
 }

@@ -14,6 +14,9 @@ typedef struct {
     /* test hook for the expert store: a nonzero return fails that read */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
+    int policy;             /* expert cache policy (cache.h), when policy_set (--cache-policy) */
+    bool policy_set;
+    const char *trace_out;  /* --trace-out: routing trace file (sluice_write_trace) */
 } sluice_open_extra;
 
 int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extra *x, char *err, size_t err_cap);
@@ -21,5 +24,9 @@ int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extr
 /* The reason generation stopped last, as the CLI's JSON names it ("eog",
  * "limit", "stop", "ctx", "caller"). */
 const char *sluice_stop_name(sluice_stop s);
+
+/* Writes the routing trace of everything evaluated so far to the
+ * sluice_open_extra.trace_out file (a no-op without one; once). */
+int sluice_write_trace(sluice *s, char *err, size_t err_cap);
 
 #endif

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "experts/pack.h"
 #include "experts/source.h"
+#include "experts/trace.h"
 #include "util/clock.h"
 
 enum { STREAM_BATCH = 2048 };
@@ -208,6 +210,9 @@ static int start_streaming(sl_engine *e, sl_err *err)
     }
     store_config cfg = store_config_default(e->plan.cache);
     cfg.io = e->io;
+    if (e->opts.policy_set) cfg.policy = e->opts.policy;
+    cfg.throttle_bps = e->opts.throttle_bps;
+    cfg.timeline = e->opts.timeline;
     cfg.pin_bytes = e->plan.pin;
     cfg.source = src;
     cfg.fault = e->opts.fault;
@@ -228,6 +233,41 @@ static int32_t default_ctx(const sl_model *m, const engine_opts *o)
     return o->n_ctx_cap > 0 && (n <= 0 || n > o->n_ctx_cap) ? o->n_ctx_cap : n;
 }
 
+/* ---- routing trace (--trace-out) ---- */
+
+static void obs_tokens(void *ctx, const int32_t *t, int n) { trace_rec_tokens(ctx, t, n); }
+static void obs_route(void *ctx, int l, const int32_t *ids, int T, int K) { trace_rec_route(ctx, l, ids, T, K); }
+static void obs_hint(void *ctx, int l, const int32_t *ids, int n) { trace_rec_hint(ctx, l, ids, n); }
+
+/* The recorder, and a check that the file can be written before any
+ * work is done. */
+static int open_trace(sl_engine *e, sl_err *err)
+{
+    const char *path = e->opts.trace_out;
+    if (!path) return 0;
+    const expert_layout *L = model_expert_layout(e->model);
+    if (!L) return sl_errf(err, "--trace-out: %s is a dense model: it routes no experts", e->opts.model_path);
+    FILE *f = fopen(path, "w");
+    if (!f) return sl_errf(err, "--trace-out: cannot write %s: %s", path, strerror(errno));
+    fclose(f);
+    bool *moe = calloc((size_t)L->n_layers, sizeof *moe);
+    if (!moe) return sl_errf(err, "out of memory");
+    for (int l = 0; l < L->n_layers; l++) moe[l] = expert_layout_bytes(L, l) > 0;
+    int rc = trace_rec_create(&e->trace, L->n_layers, moe, L->n_expert, model_n_expert_used(e->model), err);
+    free(moe);
+    if (rc) return -1;
+    route_observer o = {obs_tokens, obs_route, obs_hint, e->trace};
+    model_set_route_observer(e->model, &o);
+    return 0;
+}
+
+int engine_write_trace(sl_engine *e, sl_err *err)
+{
+    if (!e->trace || e->trace_written) return 0;
+    e->trace_written = true;
+    return trace_rec_write(e->trace, e->opts.trace_out, e->opts.model_path, err);
+}
+
 int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
 {
     memset(e, 0, sizeof *e);
@@ -236,6 +276,10 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
     model_opts mo = {.defer_experts = true};
     if (model_load(&e->model, o->model_path, &mo, err)) return -1;
     e->n_ctx = default_ctx(e->model, o);
+    if (open_trace(e, err)) {
+        engine_close(e);
+        return -1;
+    }
     if (!o->no_session) {
         e->pool = pool_create(o->threads);
         if (!e->pool) {
@@ -275,6 +319,8 @@ void engine_close(sl_engine *e)
     }
     session_free(e->session);
     model_free(e->model);
+    trace_rec_free(e->trace);
+    e->trace = NULL;
     pool_destroy(e->pool);
     e->session = NULL, e->model = NULL, e->pool = NULL, e->store = NULL;
 }
@@ -331,6 +377,15 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     out->read_gbps = st.io_wait_s > 0 && !mmap_mode ? (double)st.bytes_read / st.read_busy_s / 1e9 : 0;
     out->prefetch_used = st.prefetch_used;
     out->prefetch_wasted_bytes = st.prefetch_wasted_bytes;
+    out->demand_misses = st.misses;
+    out->prefetch_reads = st.prefetch_issued;
+    out->prefetch_cancelled = st.prefetch_cancelled;
+    out->bytes_loaded = st.bytes_needed + st.prefetch_bytes;
+    out->read_busy_s = st.read_busy_s;
+    out->policy = mmap_mode ? "page cache" : cache_policy_name(st.policy);
+    sl_err ignored;
+    if (!mmap_mode && expert_store_optimum(e->store, &out->optimum_bytes, &out->optimum_loads, &ignored))
+        out->optimum_bytes = out->optimum_loads = 0;
     const store_stats *a = &e->at_prompt_start, *b = &e->at_prompt_end;
     uint64_t used = b->distinct_bytes - a->distinct_bytes;
     uint64_t read = mmap_mode ? e->storage_read_prompt_end - e->storage_read_start : b->bytes_read - a->bytes_read;

@@ -37,6 +37,11 @@ typedef struct {
     bool no_heat;
     const char *pack;         /* multi-drive pack manifest, or NULL */
     bool verify;              /* check pack checksums on every read */
+    cache_policy policy;      /* expert cache eviction (used when policy_set) */
+    bool policy_set;
+    const char *trace_out;    /* write the routing trace here (engine_write_trace) */
+    double throttle_bps;      /* > 0: the store's simulated drive rate per file (bench --throttle) */
+    bool timeline;            /* the store records a timeline (bench --timeline) */
     /* test hook, passed to the store */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
@@ -53,6 +58,11 @@ typedef struct {
     double read_gbps;          /* expert bytes read / time spent reading */
     double prefill_read_amplification; /* prefill bytes read / bytes of distinct experts it used */
     uint64_t prefetch_used, prefetch_wasted_bytes;
+    uint64_t demand_misses, prefetch_reads, prefetch_cancelled;
+    uint64_t bytes_loaded;     /* experts read, demand + prefetch (no alignment) */
+    uint64_t optimum_bytes, optimum_loads; /* Belady's MIN on the same accesses (0: not known) */
+    double read_busy_s;        /* time with a read in flight */
+    const char *policy;        /* cache policy name */
 } engine_stream_stats;
 
 typedef struct {
@@ -67,6 +77,8 @@ typedef struct {
     expert_provider *store;   /* owned by the model; NULL in RAM */
     heat_session heat;
     bool heat_on;
+    struct trace_rec *trace;  /* --trace-out recorder, or NULL */
+    bool trace_written;
     char note[1024];          /* warnings the user should see (auto-streaming, bad heat file) */
     char info[256];           /* what the heat did (pinned tier), for --stats */
     /* phase marks for the prefill figures */
@@ -85,6 +97,8 @@ session_opts engine_session_opts(const sl_engine *e);
 /* The prompt starts / has been evaluated (for prefill amplification). */
 void engine_mark_prompt_start(sl_engine *e);
 void engine_mark_prompt_end(sl_engine *e);
+/* Writes the routing trace to opts.trace_out (a no-op without it). */
+int engine_write_trace(sl_engine *e, sl_err *err);
 /* Once per forward pass: periodic heat saves. */
 void engine_tick(sl_engine *e);
 

@@ -10,7 +10,20 @@
  * survive (FIELD.md: at a 3% cache, LRU 5% vs LFRU 29% hits).  Use counts
  * are kept per (layer, expert) even while the expert is not cached, in a
  * small fixed record, so a re-admitted hot expert keeps its history.
- * Slots pinned by the layer being computed are never evicted. */
+ * Slots pinned by the layer being computed are never evicted.
+ *
+ * AHEAD (docs/CACHE.md) is built for the access pattern of MoE decoding:
+ * every token walks all layers in order, so an expert of layer l is next
+ * wanted at layer l of a later token, and how many tokens later depends on
+ * how popular it is.  It evicts the expert whose expected next use is
+ * farthest: (steps until its layer comes round again) + n_layers x
+ * (1 - q) / p, p its decayed per-token use rate, q the chance it is used at
+ * that next opportunity (p, or the prefetch precision for an expert the
+ * pilot predicted for the next layer, or the lower rate of the experts it
+ * did not predict).  This approximates Belady's MIN, which evicts the
+ * expert whose next use is farthest in the known future.  Counts per layer
+ * are ordered by a heap, so a victim costs one look at each layer's
+ * least-used expert: O(n_layers + log n) per miss, O(log n) per hit. */
 #ifndef SLUICE_CACHE_H
 #define SLUICE_CACHE_H
 
@@ -19,7 +32,9 @@
 
 #include "util/err.h"
 
-typedef enum { CACHE_LRU = 0, CACHE_LFRU = 1 } cache_policy;
+/* CACHE_OPT is offline only (trace replays, trace.h): Belady's MIN. */
+typedef enum { CACHE_LRU = 0, CACHE_LFRU = 1, CACHE_AHEAD = 2, CACHE_OPT = 3 } cache_policy;
+enum { CACHE_N_POLICIES = 4 };
 
 typedef struct expert_cache expert_cache;
 
@@ -40,6 +55,15 @@ int cache_slots(const expert_cache *c);
 /* Advances time by one token (decay unit). */
 void cache_next_token(expert_cache *c);
 
+/* The router of LAYER has decided (call before its hits and admits): AHEAD
+ * measures distances in the layer cycle from here, and predictions made
+ * for LAYER end (IDS, N: what it chose, scores them). */
+void cache_begin_layer(expert_cache *c, int layer, const int32_t *ids, int n);
+
+/* A prediction that (LAYER, EXPERT) will be used at LAYER's next turn:
+ * AHEAD keeps it until then.  Other policies ignore it. */
+void cache_hint(expert_cache *c, int layer, int expert);
+
 /* Slot holding (layer, expert), or -1.  Does not count or touch. */
 int cache_find(const expert_cache *c, int layer, int expert);
 
@@ -53,8 +77,13 @@ int cache_admit(expert_cache *c, int layer, int expert, int64_t *evicted_key);
 
 /* Like cache_admit for a prefetch: no miss and no use are recorded, and
  * the slot keeps the key's current priority, so a wrong guess is among
- * the first evicted.  The slot comes back pinned. */
+ * the first evicted.  The slot comes back pinned.  Returns -1 when no slot
+ * can be spared: every slot pinned, or (AHEAD) the expert that would be
+ * evicted is expected to be needed sooner than the prefetched one. */
 int cache_admit_prefetch(expert_cache *c, int layer, int expert, int64_t *evicted_key);
+
+/* AHEAD's current estimate that a predicted expert is used (0..1). */
+double cache_hint_precision(const expert_cache *c);
 
 /* Pin counts: a pinned slot is never chosen for eviction. */
 void cache_pin(expert_cache *c, int slot);

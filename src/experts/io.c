@@ -46,27 +46,54 @@ typedef struct {
 } queue;
 
 static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
+
+/* Applies DECIDE to every queued prefetch request, keeping their order. */
+static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
+{
+    fifo *f = &q->cls[1];
+    int n = f->n, kept = 0;
+    for (int i = 0; count && i < n; i++) count(ctx, &f->q[(f->head + i) % f->cap]);
+    for (int i = 0; i < n; i++) {
+        io_req r = f->q[(f->head + i) % f->cap];
+        int d = decide(ctx, &r);
+        if (d == IO_PROMOTE) {
+            r.prio = 0;
+            if (fifo_push(&q->cls[0], &r) == 0) continue;
+            r.prio = 1; /* no memory to move it: it stays a prefetch */
+            d = IO_KEEP;
+        }
+        if (d == IO_KEEP) f->q[(f->head + kept++) % f->cap] = r;
+    }
+    f->n = kept;
+}
 static int queue_len(const queue *q) { return q->cls[0].n + q->cls[1].n; }
 static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
 
 /* ---- io_uring ---- */
 
 /* The ring's user_data is an index into `slot`, which remembers each
- * request's tag and class: prefetch reads may hold at most half the depth,
- * so demand reads submitted later never queue behind a wall of guesses. */
+ * request's tag and class. */
 typedef struct {
     io_backend base;
     struct io_uring ring;
-    int depth, inflight, inflight_prefetch;
+    int depth, inflight, inflight_prefetch, prefetch_depth;
     queue waiting;
     io_req *slot;   /* [depth] */
     int *free_slot, n_free;
 } uring_io;
 
+/* Demand first; a prefetch only while the device has no demand read. */
+static bool prefetch_may_go(int inflight, int inflight_prefetch, int cap)
+{
+    return inflight == inflight_prefetch && inflight_prefetch < cap;
+}
+
 static bool uring_pop(uring_io *u, io_req *r)
 {
     if (fifo_pop(&u->waiting.cls[0], r)) return true;
-    return u->inflight_prefetch < (u->depth + 1) / 2 && fifo_pop(&u->waiting.cls[1], r);
+    return prefetch_may_go(u->inflight, u->inflight_prefetch, u->prefetch_depth) &&
+           fifo_pop(&u->waiting.cls[1], r);
 }
 
 static int uring_fill(uring_io *u, sl_err *err)
@@ -141,6 +168,20 @@ static int uring_pending(const io_backend *b)
     return u->inflight + queue_len(&u->waiting);
 }
 
+static void uring_requeue(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
+{
+    uring_io *u = (uring_io *)b;
+    queue_requeue(&u->waiting, count, decide, ctx);
+    sl_err ignored; /* a failed submit shows again at the next wait */
+    uring_fill(u, &ignored);
+}
+
+static void uring_set_prefetch_depth(io_backend *b, int depth)
+{
+    ((uring_io *)b)->prefetch_depth = depth < 1 ? 1 : depth;
+}
+
 static void uring_destroy(io_backend *b)
 {
     uring_io *u = (uring_io *)b;
@@ -158,7 +199,8 @@ static void uring_destroy(io_backend *b)
     free(u);
 }
 
-static const io_ops URING_OPS = {uring_submit, uring_wait, uring_poll, uring_pending, uring_destroy};
+static const io_ops URING_OPS = {uring_submit,  uring_wait,    uring_poll, uring_pending, uring_requeue,
+                                 uring_set_prefetch_depth, uring_destroy};
 
 int io_uring_create(io_backend **out, int depth, sl_err *err)
 {
@@ -166,6 +208,7 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
     if (!u) return sl_errf(err, "io: out of memory");
     u->base.ops = &URING_OPS;
     u->depth = depth < 1 ? 1 : depth;
+    u->prefetch_depth = IO_DEFAULT_PREFETCH_DEPTH;
     u->slot = calloc((size_t)u->depth, sizeof *u->slot);
     u->free_slot = calloc((size_t)u->depth, sizeof *u->free_slot);
     if (!u->slot || !u->free_slot) {
@@ -195,7 +238,7 @@ typedef struct {
     pthread_cond_t work, done;
     queue waiting;
     completion *comp;
-    int n_comp, cap_comp, busy, busy_prefetch, n_threads;
+    int n_comp, cap_comp, busy, busy_prefetch, n_threads, prefetch_depth;
     bool stop;
     pthread_t *threads;
     io_throttle throttle;
@@ -234,11 +277,10 @@ static int64_t read_all(const io_req *r)
     return got;
 }
 
-/* Demand first; prefetch reads may occupy at most half the readers. */
 static bool pread_pop(pread_io *p, io_req *r)
 {
     if (fifo_pop(&p->waiting.cls[0], r)) return true;
-    return p->busy_prefetch < (p->n_threads + 1) / 2 && fifo_pop(&p->waiting.cls[1], r);
+    return prefetch_may_go(p->busy, p->busy_prefetch, p->prefetch_depth) && fifo_pop(&p->waiting.cls[1], r);
 }
 
 static void *pread_worker(void *arg)
@@ -259,7 +301,8 @@ static void *pread_worker(void *arg)
         if (until > 0) sleep_until(until);
         pthread_mutex_lock(&p->mu);
         p->busy--;
-        if (r.prio) p->busy_prefetch--, pthread_cond_broadcast(&p->work);
+        p->busy_prefetch -= r.prio != 0;
+        pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
             int cap = p->cap_comp ? p->cap_comp * 2 : 64;
             completion *c = realloc(p->comp, (size_t)cap * sizeof *c);
@@ -323,6 +366,25 @@ static int pread_pending(const io_backend *b)
     return n;
 }
 
+static void pread_requeue(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                          int (*decide)(void *ctx, const io_req *r), void *ctx)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu); /* both passes under one lock: no reader takes a request in between */
+    queue_requeue(&p->waiting, count, decide, ctx);
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void pread_set_prefetch_depth(io_backend *b, int depth)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    p->prefetch_depth = depth < 1 ? 1 : depth;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void pread_destroy(io_backend *b)
 {
     pread_io *p = (pread_io *)b;
@@ -341,7 +403,8 @@ static void pread_destroy(io_backend *b)
     free(p);
 }
 
-static const io_ops PREAD_OPS = {pread_submit, pread_wait, pread_poll, pread_pending, pread_destroy};
+static const io_ops PREAD_OPS = {pread_submit,  pread_wait,    pread_poll, pread_pending, pread_requeue,
+                                 pread_set_prefetch_depth, pread_destroy};
 
 int io_pread_throttled_create(io_backend **out, int threads, const io_throttle *t, sl_err *err)
 {
@@ -360,6 +423,7 @@ int io_pread_create(io_backend **out, int threads, sl_err *err)
     if (!p) return sl_errf(err, "io: out of memory");
     p->base.ops = &PREAD_OPS;
     p->n_threads = threads < 1 ? 1 : threads;
+    p->prefetch_depth = IO_DEFAULT_PREFETCH_DEPTH;
     p->threads = calloc((size_t)p->n_threads, sizeof *p->threads);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);

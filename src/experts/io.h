@@ -2,7 +2,12 @@
  * (fd, offset, length, destination, tag), keeps up to `depth` of them in
  * flight, and hands back completions one at a time in whatever order the
  * device finishes them.  Demand reads (prio 0) always go to the device
- * before queued prefetch reads (prio 1).
+ * before queued prefetch reads (prio 1), and a prefetch read goes to the
+ * device only into idle time: while no demand read is queued or in flight,
+ * and with at most `prefetch_depth` prefetch reads in flight, so a demand
+ * read that arrives waits behind at most that many (io_set_prefetch_depth).
+ * Queued prefetch reads can be promoted to demand (the router asked for
+ * them) or dropped (it did not).
  *
  *  - uring: io_uring (liburing), one ring, the caller reaps completions;
  *    reads are O_DIRECT, so nothing is cached twice (FIELD.md: mmap faults
@@ -27,6 +32,10 @@ typedef struct {
 
 typedef struct io_backend io_backend;
 
+enum { IO_KEEP = 0, IO_PROMOTE = 1, IO_DROP = 2 };
+/* Two chunks: a demand read arriving behind them waits 2 MiB at most. */
+enum { IO_DEFAULT_PREFETCH_DEPTH = 2 };
+
 typedef struct {
     /* Queues N requests; they reach the device as depth allows. */
     int (*submit)(io_backend *b, const io_req *reqs, int n, sl_err *err);
@@ -38,6 +47,15 @@ typedef struct {
     int (*poll)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
     /* Requests queued or in flight. */
     int (*pending)(const io_backend *b);
+    /* Visits every queued prefetch request not yet given to the device,
+     * first with COUNT (may be NULL), then with DECIDE, which returns
+     * IO_KEEP, IO_PROMOTE (moves it to the demand queue) or IO_DROP (it will
+     * never be read or completed).  No request reaches the device between
+     * the two passes, so what COUNT saw as queued still is. */
+    void (*requeue)(io_backend *b, void (*count)(void *ctx, const io_req *r),
+                    int (*decide)(void *ctx, const io_req *r), void *ctx);
+    /* Most prefetch reads at the device at once (>= 1). */
+    void (*set_prefetch_depth)(io_backend *b, int depth);
     void (*destroy)(io_backend *b);
 } io_ops;
 

@@ -176,6 +176,8 @@ typedef struct {
     uint64_t verify_bytes;
     double verify_s;                   /* time spent hashing */
     uint64_t fallbacks;                /* expert reads re-planned on another copy */
+    double busy_s[PACK_MAX_DRIVES];    /* time the drive had reads in flight */
+    uint64_t flexible_bytes[PACK_MAX_DRIVES]; /* bytes of replicated experts the scheduler sent here */
 } pack_source_stats;
 
 /* Only valid on a source made by source_pack_create. */

@@ -40,7 +40,7 @@ int sched_pick(const drive_sched *s, const uint32_t *cand, int n, uint64_t len)
 /* Time since the last event counts as busy if the drive had work. */
 static void advance(sched_drive *d, double now)
 {
-    if (d->inflight && now > d->last_t) d->busy_s += now - d->last_t;
+    if (d->inflight && now > d->last_t) d->busy_s += now - d->last_t, d->busy_total += now - d->last_t;
     d->last_t = now;
 }
 

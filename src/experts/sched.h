@@ -33,6 +33,7 @@ typedef struct {
     uint64_t samples;     /* rate measurements taken */
     double last_t;        /* time of the last event */
     double busy_s;        /* busy time in the current window */
+    double busy_total;    /* busy time ever */
     uint64_t window_bytes;/* bytes completed in the current window */
     double sum_bytes, sum_busy; /* decayed sums over closed windows */
 } sched_drive;

@@ -57,6 +57,7 @@ struct expert_source {
     const expert_source_ops *ops;
     const expert_layout *L;
     int direct; /* 1 if reads bypass the page cache */
+    int n_files; /* files (GGUF parts, pack drives) file_fd and file_path index */
 };
 
 /* Reads from the GGUF (or split GGUF) described by L, with O_DIRECT where

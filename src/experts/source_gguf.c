@@ -102,7 +102,7 @@ int source_gguf_create(expert_source **out, const expert_layout *L, sl_err *err)
         free(gs);
         return sl_errf(err, "out of memory");
     }
-    gs->base = (expert_source){.ops = &GGUF_SOURCE_OPS, .L = L, .direct = 1};
+    gs->base = (expert_source){.ops = &GGUF_SOURCE_OPS, .L = L, .direct = 1, .n_files = (int)g->n_parts};
     for (uint32_t f = 0; f < g->n_parts; f++) gs->fds[f] = -1;
     for (uint32_t f = 0; f < g->n_parts; f++) {
         gs->fds[f] = open(g->parts[f].path, O_RDONLY | O_CLOEXEC | O_DIRECT);

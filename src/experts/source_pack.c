@@ -103,6 +103,7 @@ static int plan_copies(pack_source *ps, const pack_record *r, uint32_t only, uin
         while (drive[c] != (uint32_t)d) c++;
         used |= (uint8_t)(1u << copy[c]);
         sched_submit(&ps->sched, d, n_bytes, now);
+        if (n > 1) ps->st.flexible_bytes[d] += n_bytes;
         rp->file[rp->n] = (uint32_t)d;
         rp->req[rp->n++] = (io_req){.fd = ps->fd[d], .off = r->copy[copy[c]].off + o, .len = n_bytes, .dst = base + o};
     }
@@ -240,7 +241,10 @@ void source_pack_stats(const expert_source *s, pack_source_stats *out)
 {
     const pack_source *ps = (const pack_source *)s;
     *out = ps->st;
-    for (int d = 0; d < ps->st.n_drives; d++) out->rate[d] = ps->sched.d[d].samples ? ps->sched.d[d].rate : 0;
+    for (int d = 0; d < ps->st.n_drives; d++) {
+        out->rate[d] = ps->sched.d[d].samples ? ps->sched.d[d].rate : 0;
+        out->busy_s[d] = ps->sched.d[d].busy_total;
+    }
 }
 
 /* ---- opening ---- */
@@ -339,6 +343,7 @@ int source_pack_create(expert_source **out, const expert_layout *L, const char *
     ps->base = (expert_source){.ops = &PACK_SOURCE_OPS, .L = L, .direct = 1};
     ps->verify = opts && opts->verify;
     int rc = pack_manifest_read(&ps->m, pack_path, err);
+    if (!rc) ps->base.n_files = (int)ps->m.n_drives;
     if (!rc) rc = (ps->pack_path = strdup(pack_path)) ? 0 : sl_errf(err, "out of memory");
     if (!rc) rc = alloc_tables(ps, err);
     if (!rc) rc = check_model(ps, pack_path, err);

@@ -1,4 +1,5 @@
 #include "experts/store.h"
+#include "experts/belady.h"
 #include "experts/io.h"
 #include "experts/source.h"
 #include "util/clock.h"
@@ -30,6 +31,9 @@ typedef struct {
     uint64_t fail_off;
     int32_t attempts;   /* re-plans after failures (sources with copies) */
     bool prefetched;    /* loaded on a hint and not used by a demand yet */
+    int32_t queued;     /* settle_prefetches: its chunks not yet at the device */
+    int32_t ev;         /* timeline: its read's event, or -1 */
+    uint8_t verdict;    /* settle_prefetches: IO_KEEP / IO_PROMOTE / IO_DROP */
 } slot_state;
 
 /* A completion's tag names its slot, file and (aligned) offset, so a failed
@@ -45,6 +49,7 @@ static uint64_t tag_off(uint64_t t) { return (t >> 32) * 4096; }
 typedef struct {
     int32_t slot;
     uint8_t state;
+    int32_t ev;         /* timeline: its compute event, or -1 */
 } req_state;
 
 typedef struct {
@@ -70,6 +75,21 @@ typedef struct {
     int ready_head;
     int n_done;             /* requests handed out */
     double busy_since;      /* when the in-flight count last left zero */
+    /* prefetch scoring: per layer, the last hint in rank order and the
+     * share of hints of each rank the router then chose */
+    int32_t *hint_ids, *hint_n; /* [n_layers][n_expert], [n_layers] */
+    float *rank_prec;           /* [n_layers][PF_RANKS] */
+    uint8_t *mark;              /* [n_expert] scratch */
+    int32_t *touched;           /* [n_expert] scratch: slots being settled */
+    int n_touched, settle_layer;
+    double busy_frac, tok_t, tok_busy; /* disk busy share, EMA per token */
+    store_event *tl;            /* timeline (cfg.timeline) */
+    size_t n_tl, cap_tl;
+    int32_t layer_ev;
+    /* every begin()'s keys in order, for the offline optimum */
+    int32_t *log;
+    int64_t n_log, cap_log;
+    bool log_failed;
     store_stats st;
 } store;
 
@@ -88,12 +108,41 @@ int store_io_parse(const char *name)
 
 store_config store_config_default(uint64_t cache_bytes)
 {
-    return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_LFRU,
+    return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_AHEAD,
                           .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20,
                           .pin = heat_pin_defaults()};
 }
 
 uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
+
+/* ---- timeline ---- */
+
+/* Starts an event; returns its index, or -1 when not recording (or out of
+ * memory: the picture is then cut short, never the run). */
+static int32_t tl_start(store *s, tl_kind kind, int layer, int expert, double t0)
+{
+    if (!s->cfg.timeline) return -1;
+    if (s->n_tl == s->cap_tl) {
+        size_t cap = s->cap_tl ? s->cap_tl * 2 : 4096;
+        store_event *e = cap < INT32_MAX ? realloc(s->tl, cap * sizeof *e) : NULL;
+        if (!e) return -1;
+        s->tl = e, s->cap_tl = cap;
+    }
+    s->tl[s->n_tl] = (store_event){.t0 = t0, .t1 = t0, .layer = layer, .expert = expert, .kind = (uint8_t)kind};
+    return (int32_t)s->n_tl++;
+}
+
+static void tl_end(store *s, int32_t ev, double t1)
+{
+    if (ev >= 0) s->tl[ev].t1 = t1;
+}
+
+const store_event *expert_store_timeline(const expert_provider *p, size_t *n)
+{
+    const store *s = (const store *)p;
+    *n = s->n_tl;
+    return s->tl;
+}
 
 /* ---- views ---- */
 
@@ -129,14 +178,23 @@ static int submit_plan(store *s, int slot, sl_err *err)
 
 /* Queues the source's reads that fill SLOT with expert (l, e); PRIO 1 for
  * prefetches.  A slot whose prefetched expert was never used is waste. */
-static int submit_expert(store *s, int slot, int layer, int expert, uint8_t prio, sl_err *err)
+enum { READ_DEMAND, READ_GUESS, READ_SURE_GUESS };
+
+/* KIND: READ_DEMAND, READ_GUESS (prefetch priority: idle time only), or
+ * READ_SURE_GUESS: a prefill batch's hint for the next layer, nearly all of
+ * which that layer will use, read at demand priority so it queues right
+ * behind this layer's demand reads, in the order the next layer will
+ * consume them, at full depth. */
+static int submit_expert(store *s, int slot, int layer, int expert, uint8_t kind, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
+    uint8_t prio = kind == READ_GUESS;
     if (ss->prefetched) s->st.prefetch_wasted_bytes += expert_layout_bytes(s->L, ss->layer);
-    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = prio != 0};
+    *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = kind != READ_DEMAND,
+                       .ev = tl_start(s, kind ? TL_READ_PREFETCH : TL_READ_DEMAND, layer, expert, sl_now())};
     if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
     for (int i = 0; i < s->plan.n; i++) s->plan.req[i].prio = prio;
-    if (prio) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
+    if (kind) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
     else s->st.bytes_needed += expert_layout_bytes(s->L, layer);
     return submit_plan(s, slot, err);
 }
@@ -231,6 +289,7 @@ static void complete(store *s, uint64_t tag, int64_t res, double t1)
     if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
     if (--ss->chunks_left > 0) return;
+    tl_end(s, ss->ev, t1);
     cache_unpin(s->cache, slot); /* the loading pin */
     if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
     if (!ss->failed && s->src->ops->check &&
@@ -269,20 +328,127 @@ static int admit_waiting(store *s, sl_err *err)
         s->st.misses++;
         s->req[i] = (req_state){.slot = slot, .state = REQ_LOADING};
         s->slot[slot].req = i;
-        if (submit_expert(s, slot, s->layer, s->ids[i], 0, err)) return -1;
+        if (submit_expert(s, slot, s->layer, s->ids[i], READ_DEMAND, err)) return -1;
     }
     return 0;
+}
+
+/* ---- prefetch that pays ---- */
+
+enum { PF_RANKS = 8 };
+
+/* Settling LAYER's prefetches, pass 1: each one's chunks still queued
+ * (not yet at the device). */
+static void count_queued(void *ctx, const io_req *r)
+{
+    store *s = ctx;
+    int slot = tag_slot(r->tag);
+    slot_state *ss = &s->slot[slot];
+    if (ss->layer != s->settle_layer || !ss->prefetched) return;
+    if (!ss->queued++) s->touched[s->n_touched++] = slot, ss->verdict = 0xff;
+}
+
+/* Pass 2 (no chunk has reached the device since pass 1): promoted if the
+ * router chose it, dropped if not and no chunk of it is at the device. */
+static int apply_verdict(void *ctx, const io_req *r)
+{
+    store *s = ctx;
+    slot_state *ss = &s->slot[tag_slot(r->tag)];
+    if (ss->layer != s->settle_layer || !ss->prefetched || !ss->queued) return IO_KEEP;
+    if (ss->verdict == 0xff)
+        ss->verdict = s->mark[ss->expert] ? IO_PROMOTE : ss->queued == ss->chunks_left ? IO_DROP : IO_KEEP;
+    return ss->verdict;
+}
+
+/* LAYER's router chose IDS: its prefetches still queued are promoted to
+ * demand reads when chosen and dropped when not (unless a chunk already
+ * reached the device: then the expert is read whole and kept, since a
+ * later token may want it), and each rank's precision is updated. */
+static void settle_prefetches(store *s, int layer, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) s->mark[ids[i]] = 1;
+    const int32_t *h = s->hint_ids + (int64_t)layer * s->L->n_expert;
+    float *prec = s->rank_prec + (int64_t)layer * PF_RANKS;
+    int nh = s->hint_n[layer];
+    if (nh <= s->L->n_used) /* a single position's ranked guess */
+        for (int r = 0; r < nh && r < PF_RANKS; r++) prec[r] += (s->mark[h[r]] - prec[r]) / 16.0f;
+    s->hint_n[layer] = 0;
+    s->settle_layer = layer, s->n_touched = 0;
+    s->io->ops->requeue(s->io, count_queued, apply_verdict, s);
+    for (int i = 0; i < s->n_touched; i++) {
+        int slot = s->touched[i];
+        slot_state *ss = &s->slot[slot];
+        ss->queued = 0;
+        if (ss->verdict == IO_PROMOTE) s->st.prefetch_promoted++;
+        if (ss->verdict != IO_DROP) continue;
+        s->st.prefetch_cancelled++;
+        s->st.prefetch_bytes -= expert_layout_bytes(s->L, layer), s->st.prefetch_issued--;
+        ss->chunks_left = 0;
+        ss->prefetched = false;
+        if (ss->ev >= 0) tl_end(s, ss->ev, sl_now()), s->tl[ss->ev].dropped = 1;
+        cache_unpin(s->cache, slot); /* the loading pin */
+        if (!cache_pinned(s->cache, slot)) cache_drop(s->cache, slot);
+    }
+    for (int i = 0; i < n; i++) s->mark[ids[i]] = 0;
+}
+
+/* The disk's busy share over recent tokens: how much slack a guess may use. */
+static void track_busy(store *s)
+{
+    double now = sl_now(), dt = now - s->tok_t;
+    if (s->tok_t > 0 && dt > 0) {
+        double f = (s->st.read_busy_s - s->tok_busy) / dt;
+        s->busy_frac += ((f > 1 ? 1 : f) - s->busy_frac) / 4;
+    }
+    s->tok_t = now, s->tok_busy = s->st.read_busy_s;
+}
+
+/* Whether a guess of rank RANK (0 = the router's likeliest) for LAYER is
+ * worth a read: its rank's measured precision against what a read costs.
+ * With the disk mostly idle a guess right one time in four still pays (it
+ * uses time the disk would idle); once the disk is the bottleneck a wrong
+ * read is a demand read's bandwidth lost, so more than half must be used.
+ * A batch's hint (prefill: most of the layer) is always worth it. */
+static bool worth_reading(const store *s, int layer, int rank, int n_hint)
+{
+    if (n_hint > s->L->n_used) return true;
+    float p = s->rank_prec[(int64_t)layer * PF_RANKS + (rank < PF_RANKS ? rank : PF_RANKS - 1)];
+    return p >= (s->busy_frac > 0.5 ? 0.5f : 0.25f);
+}
+
+/* Appends a layer's experts to the access log (a failed allocation only
+ * loses the optimum figure, never the run). */
+static void log_access(store *s, int layer, const int32_t *ids, int n)
+{
+    if (s->log_failed) return;
+    if (s->n_log + n > s->cap_log) {
+        int64_t cap = s->cap_log ? s->cap_log * 2 : 1 << 14;
+        while (cap < s->n_log + n) cap *= 2;
+        int32_t *l = realloc(s->log, (size_t)cap * sizeof *l);
+        if (!l) {
+            s->log_failed = true;
+            return;
+        }
+        s->log = l, s->cap_log = cap;
+    }
+    for (int i = 0; i < n; i++) s->log[s->n_log++] = layer * s->L->n_expert + ids[i];
 }
 
 static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl_err *err)
 {
     store *s = (store *)p;
     if (s->io) reap_ready(s);
-    if (layer <= s->last_layer && s->cache) cache_next_token(s->cache);
+    if (layer <= s->last_layer && s->cache) cache_next_token(s->cache), track_busy(s);
     s->last_layer = s->layer = layer;
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
     s->st.layers++;
+    s->layer_ev = tl_start(s, TL_LAYER, layer, -1, sl_now());
     if (s->cfg.record) heat_recorder_use(s->cfg.record, layer, ids, n);
+    if (s->cache) {
+        cache_begin_layer(s->cache, layer, ids, n);
+        log_access(s, layer, ids, n);
+        settle_prefetches(s, layer, ids, n);
+    }
     for (int i = 0; i < n; i++) {
         s->ids[i] = ids[i];
         uint8_t *u = &s->used[(int64_t)layer * s->L->n_expert + ids[i]];
@@ -325,13 +491,16 @@ static int st_next(expert_provider *p, expert_view *v, sl_err *err)
             }
             continue;
         }
+        double w0 = sl_now();
         if (reap_one(s, err)) return -2;
+        tl_end(s, tl_start(s, TL_WAIT, s->layer, -1, w0), sl_now());
     }
     int i = s->ready[s->ready_head];
     s->ready_head = (s->ready_head + 1) % s->n;
     s->n_ready--;
     s->n_done++;
     s->req[i].state = REQ_GIVEN;
+    s->req[i].ev = tl_start(s, TL_COMPUTE, s->layer, s->ids[i], sl_now());
     if (s->cfg.io == STORE_IO_MMAP) {
         map_view(s, s->layer, s->ids[i], v);
         return i;
@@ -354,6 +523,7 @@ static void st_release(expert_provider *p, int i)
     store *s = (store *)p;
     if (i < 0 || i >= s->n || s->req[i].state != REQ_GIVEN) return;
     s->req[i].state = REQ_RELEASED;
+    tl_end(s, s->req[i].ev, sl_now());
     if (s->cfg.io == STORE_IO_MMAP) return;
     s->slot[s->req[i].slot].req = -1;
     cache_unpin(s->cache, s->req[i].slot);
@@ -365,6 +535,11 @@ static void st_end(expert_provider *p, int layer)
 {
     store *s = (store *)p;
     (void)layer;
+    double now = sl_now();
+    tl_end(s, s->layer_ev, now);
+    s->layer_ev = -1;
+    for (int i = 0; i < s->n; i++)
+        if (s->req[i].state == REQ_GIVEN) tl_end(s, s->req[i].ev, now);
     if (s->cfg.io == STORE_IO_MMAP) return;
     for (int i = 0; i < s->n; i++) {
         req_state *r = &s->req[i];
@@ -386,14 +561,26 @@ static void st_hint(expert_provider *p, int layer, const int32_t *ids, int n)
     store *s = (store *)p;
     if (s->cfg.io == STORE_IO_MMAP || layer < 0 || layer >= s->L->n_layers || !expert_layout_bytes(s->L, layer))
         return;
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= s->L->n_expert || cache_find(s->cache, layer, ids[i]) >= 0) continue;
+    int32_t *h = s->hint_ids + (int64_t)layer * s->L->n_expert;
+    int nh = 0;
+    for (int i = 0; i < n && nh < s->L->n_expert; i++)
+        if (ids[i] >= 0 && ids[i] < s->L->n_expert) cache_hint(s->cache, layer, ids[i]), h[nh++] = ids[i];
+    s->hint_n[layer] = nh;
+    for (int i = 0; i < nh; i++) {
+        if (cache_find(s->cache, layer, h[i]) >= 0) continue;
         int64_t evicted;
-        int slot = cache_admit_prefetch(s->cache, layer, ids[i], &evicted);
-        if (slot < 0) return;
+        if (!worth_reading(s, layer, i, nh)) {
+            s->st.prefetch_skipped++;
+            continue;
+        }
+        int slot = cache_admit_prefetch(s->cache, layer, h[i], &evicted);
+        if (slot < 0) {
+            s->st.prefetch_skipped++;
+            continue;
+        }
         s->slot[slot].req = -1;
         sl_err ignored;
-        int rc = submit_expert(s, slot, layer, ids[i], 1, &ignored);
+        int rc = submit_expert(s, slot, layer, h[i], nh > s->L->n_used ? READ_SURE_GUESS : READ_GUESS, &ignored);
         cache_unpin(s->cache, slot); /* the admit pin; the loading pin stays */
         if (rc) { /* cannot even queue the read: give the slot back */
             s->slot[slot].prefetched = false;
@@ -414,6 +601,8 @@ static void st_destroy(expert_provider *p)
         if (s->maps[f] && s->maps[f] != MAP_FAILED) munmap(s->maps[f], s->L->g->parts[f].size);
     if (s->mem) munmap(s->mem, s->mem_bytes);
     cache_free(s->cache);
+    free(s->tl);
+    free(s->log), free(s->hint_ids), free(s->hint_n), free(s->rank_prec), free(s->mark), free(s->touched);
     free(s->map_fds), free(s->maps), free(s->slot), free(s->used), free(s->ids), free(s->req), free(s->ready);
     free(s);
 }
@@ -455,6 +644,7 @@ static int alloc_slots(store *s, sl_err *err)
         return sl_errf(err, "cannot allocate %llu bytes for the expert cache", (unsigned long long)s->mem_bytes);
     }
     s->st.slots = (int)n;
+    s->st.policy = s->cfg.policy;
     s->st.slot_bytes = s->slot_bytes;
     s->slot = calloc((size_t)n, sizeof *s->slot);
     if (!s->slot) return sl_errf(err, "out of memory");
@@ -478,7 +668,7 @@ static int load_pinned(store *s, sl_err *err)
         int l = keys[i] / s->L->n_expert, e = keys[i] % s->L->n_expert;
         if (!expert_layout_bytes(s->L, l)) continue; /* no routed experts there */
         int64_t evicted;
-        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, 0, err);
+        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, READ_DEMAND, err);
         keys[k++] = keys[i];
     }
     while (!rc && s->io->ops->pending(s->io) > 0) rc = reap_one(s, err);
@@ -514,9 +704,21 @@ static int apply_heat(store *s, sl_err *err)
 
 static int make_io(store *s, sl_err *err)
 {
-    if (s->cfg.throttle) return io_pread_throttled_create(&s->io, 64, s->cfg.throttle, err);
-    if (s->cfg.io == STORE_IO_URING) return io_uring_create(&s->io, s->cfg.queue_depth, err);
-    return io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
+    int rc;
+    io_throttle all = {0};
+    if (!s->cfg.throttle && s->cfg.throttle_bps > 0) {
+        if (s->src->n_files > IO_THROTTLE_MAX)
+            return sl_errf(err, "throttle: at most %d files, the source has %d", IO_THROTTLE_MAX, s->src->n_files);
+        for (int f = 0; f < s->src->n_files; f++)
+            all.fds[all.n] = s->src->ops->file_fd(s->src, (uint32_t)f), all.rates[all.n++] = s->cfg.throttle_bps;
+        s->cfg.throttle = &all;
+    }
+    if (s->cfg.throttle) rc = io_pread_throttled_create(&s->io, 64, s->cfg.throttle, err);
+    else if (s->cfg.io == STORE_IO_URING) rc = io_uring_create(&s->io, s->cfg.queue_depth, err);
+    else rc = io_pread_create(&s->io, s->cfg.queue_depth < 16 ? s->cfg.queue_depth : 16, err);
+    if (!rc && s->cfg.prefetch_depth > 0) s->io->ops->set_prefetch_depth(s->io, s->cfg.prefetch_depth);
+    if (s->cfg.throttle == &all) s->cfg.throttle = NULL; /* copied by the backend */
+    return rc;
 }
 
 int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err)
@@ -529,12 +731,24 @@ int expert_store_create(expert_provider **out, const expert_layout *L, const sto
     s->cfg = *cfg;
     s->cfg.chunk_bytes = align_up(cfg->chunk_bytes ? cfg->chunk_bytes : 1u << 20);
     s->last_layer = L->n_layers;
+    s->layer_ev = -1;
     size_t ne = (size_t)L->n_expert;
     s->ids = calloc(ne, sizeof *s->ids);
     s->req = calloc(ne, sizeof *s->req);
     s->ready = calloc(ne, sizeof *s->ready);
     s->used = calloc((size_t)L->n_layers * ne, 1);
-    int rc = (!s->ids || !s->req || !s->ready || !s->used) ? sl_errf(err, "out of memory") : 0;
+    s->hint_ids = calloc((size_t)L->n_layers * ne, sizeof *s->hint_ids);
+    s->hint_n = calloc((size_t)L->n_layers, sizeof *s->hint_n);
+    s->rank_prec = malloc((size_t)L->n_layers * PF_RANKS * sizeof *s->rank_prec);
+    s->mark = calloc(ne, 1);
+    s->touched = calloc(ne + 1, sizeof *s->touched);
+    int rc = (!s->ids || !s->req || !s->ready || !s->used || !s->hint_ids || !s->hint_n || !s->rank_prec ||
+              !s->mark || !s->touched)
+                 ? sl_errf(err, "out of memory")
+                 : 0;
+    /* before any measurement: every rank worth a read (the pilot's own
+     * 50% gate has already switched off layers it cannot predict) */
+    for (int i = 0; !rc && i < L->n_layers * PF_RANKS; i++) s->rank_prec[i] = 0.6f;
     if (!rc && cfg->io == STORE_IO_MMAP) rc = map_files(s, err);
     if (!rc && s->src && cfg->io == STORE_IO_MMAP) rc = sl_errf(err, "mmap mode reads the GGUF itself; use --io uring or pread with a pack");
     if (!rc && !s->src && cfg->io != STORE_IO_MMAP) rc = source_gguf_create(&s->src, L, err);
@@ -554,8 +768,33 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
 {
     const store *s = (const store *)p;
     *out = s->st;
+    out->accesses = (uint64_t)s->n_log;
     if (s->cache) {
         cache_counters c = cache_get_counters(s->cache);
         out->evictions = c.evictions;
     }
 }
+
+int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err)
+{
+    return expert_store_optimum_since(p, 0, bytes, loads, err);
+}
+
+int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t *bytes, uint64_t *loads,
+                               sl_err *err)
+{
+    const store *s = (const store *)p;
+    *bytes = *loads = 0;
+    if (!s->cache) return sl_errf(err, "the optimum needs an expert cache (not mmap mode)");
+    if (s->log_failed) return sl_errf(err, "out of memory for the access log: no optimum figure");
+    uint8_t *miss = malloc((size_t)(s->n_log > 0 ? s->n_log : 1));
+    if (!miss) return sl_errf(err, "out of memory for the optimum");
+    int64_t n = belady_misses(s->log, s->n_log, (int64_t)s->L->n_layers * s->L->n_expert, cache_slots(s->cache),
+                              miss, err);
+    for (int64_t i = (int64_t)from; n >= 0 && i < s->n_log; i++)
+        if (miss[i]) *bytes += expert_layout_bytes(s->L, s->log[i] / s->L->n_expert), ++*loads;
+    free(miss);
+    return n < 0 ? -1 : 0;
+}
+
+const struct expert_source *expert_store_source(const expert_provider *p) { return ((const store *)p)->src; }

@@ -12,6 +12,7 @@
 #ifndef SLUICE_STORE_H
 #define SLUICE_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "experts/cache.h"
@@ -28,6 +29,7 @@ typedef struct {
     cache_policy policy;
     double half_life;      /* LFRU half-life in forward passes */
     int queue_depth;       /* reads in flight */
+    int prefetch_depth;    /* prefetch reads in flight at most (0: io.h's default) */
     uint32_t chunk_bytes;  /* reads are split into chunks of at most this */
     /* Test hook: may turn a completed read into an error (-errno). */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
@@ -45,9 +47,13 @@ typedef struct {
      * with source->ops->slot_bytes.  The store owns it from
      * expert_store_create on, even when creation fails. */
     struct expert_source *source;
-    /* Test and benchmark hook: simulated drive speeds (a pread backend
-     * that holds reads back, io.h). */
+    /* Simulated drive speeds (a pread backend that holds reads back,
+     * io.h), for tests and for `bench --throttle` where no blkio cgroup
+     * can be used.  throttle_bps, if > 0 and throttle is NULL: every file
+     * of the source delivers at most that many bytes/s. */
     const io_throttle *throttle;
+    double throttle_bps;
+    bool timeline;         /* record events for expert_store_timeline (bench --timeline) */
 } store_config;
 
 typedef struct {
@@ -67,8 +73,13 @@ typedef struct {
     uint64_t prefetch_late;    /* ... of which still loading at that moment */
     uint64_t prefetch_wasted_bytes; /* prefetched, evicted unused */
     uint64_t prefetch_failed;  /* prefetch reads that failed (re-read on demand) */
+    uint64_t prefetch_cancelled; /* guesses the router disagreed with, dropped before any byte was read */
+    uint64_t prefetch_promoted;  /* guesses the router confirmed while still queued: read as demand */
+    uint64_t prefetch_skipped;   /* guesses not worth a read (rank precision, or the cache had no room worth it) */
     uint64_t retries;          /* expert loads read again from another copy after a failure */
+    uint64_t accesses;         /* experts asked for so far (the optimum's log position) */
     int slots;                 /* cache capacity in experts */
+    cache_policy policy;
     uint64_t slot_bytes;
     int direct;                /* 1 if reads bypass the page cache (O_DIRECT) */
     int pinned;                /* experts in permanent slots, read at creation */
@@ -78,7 +89,7 @@ typedef struct {
 const char *store_io_name(store_io io);
 int store_io_parse(const char *name); /* -1 if unknown */
 
-/* Sensible defaults: uring, LFRU, depth 32, 1 MiB chunks, no heat. */
+/* Sensible defaults: uring, AHEAD, depth 32, 1 MiB chunks, no heat. */
 store_config store_config_default(uint64_t cache_bytes);
 
 /* Bytes one cache slot needs for the largest expert of the layout. */
@@ -87,5 +98,34 @@ uint64_t store_slot_bytes(const expert_layout *L);
 int expert_store_create(expert_provider **out, const expert_layout *L, const store_config *cfg, sl_err *err);
 /* Only valid on a provider made by expert_store_create. */
 void expert_store_stats(const expert_provider *p, store_stats *out);
+
+/* What happened when (store_config.timeline): reads from submission to
+ * landing (demand or prefetch; a dropped guess ends when dropped), each
+ * expert's compute (handed out by next() until released), the time next()
+ * waited for a read, and each layer from begin() to end().  Times are
+ * sl_now() seconds. */
+typedef enum { TL_READ_DEMAND, TL_READ_PREFETCH, TL_COMPUTE, TL_WAIT, TL_LAYER } tl_kind;
+typedef struct {
+    double t0, t1;
+    int32_t layer, expert;
+    uint8_t kind;    /* tl_kind */
+    uint8_t dropped; /* a guess dropped before it was read */
+} store_event;
+const store_event *expert_store_timeline(const expert_provider *p, size_t *n);
+
+/* The store's expert source (e.g. a pack, for source_pack_stats); NULL in
+ * mmap mode. */
+const struct expert_source *expert_store_source(const expert_provider *p);
+
+/* The offline optimum for this run so far: the expert loads and bytes
+ * Belady's MIN (belady.h) would have needed for the same sequence of
+ * begin()s with the same number of slots, from an empty cache and with no
+ * prefetch (each expert's bytes as the layout has them, without the 4 KiB
+ * alignment).  Compare with bytes_needed + prefetch_bytes. */
+int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err);
+/* The same, counting only accesses from log position FROM on (an earlier
+ * store_stats.accesses): the optimum for a window, with the same history. */
+int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t *bytes, uint64_t *loads,
+                               sl_err *err);
 
 #endif

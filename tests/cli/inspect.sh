@@ -1,8 +1,9 @@
 #!/bin/sh
 # `sluice inspect` on every GGUF the project ships and every one in ../shared
 # (models, architecture fixtures, vocabularies): exits 0, and its --json
-# summary's spine + routed-expert bytes add up to the file's tensor bytes
-# (summed independently from its tensor table).
+# tensor table and spine / routed-expert bytes equal an independent reading
+# of the file (tests/cli/gguf_ref.py: its own parser, ggml's block sizes),
+# whose data section ends where the file does.
 BIN=${SLUICE_BIN:-build/sluice}
 SHARED=${SLUICE_SHARED:-../shared}
 if ! command -v python3 >/dev/null 2>&1; then
@@ -11,19 +12,32 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 fails=0
 n_shared=0
-for f in models/*.gguf "$SHARED"/models/*.gguf "$SHARED"/models/arch/*.gguf "$SHARED"/vocab/*.gguf; do
+for f in models/*.gguf tests/fixtures/lean/models/*.gguf "$SHARED"/models/*.gguf "$SHARED"/models/arch/*.gguf "$SHARED"/vocab/*.gguf; do
     [ -f "$f" ] || continue
     case $f in "$SHARED"/*) n_shared=$((n_shared + 1)) ;; esac
     if out=$("$BIN" inspect --json "$f" 2>&1) && printf "%s\n" "$out" | python3 -c "
 import json, sys
-o = json.load(sys.stdin); s = o['summary']
-total = sum(t['bytes'] for t in o['tensors'])
-experts = sum(t['bytes'] for t in o['tensors'] if t['expert'])
-assert s['spine_bytes'] + s['expert_bytes'] == total == s['total_bytes'], 'spine + experts != tensor bytes'
-assert s['expert_bytes'] == experts, 'expert bytes'
+sys.path.insert(0, 'tests/cli')
+import gguf_ref
+o = json.load(sys.stdin); s = o['summary']; ref = gguf_ref.read(sys.argv[1])
+mine = {t['name']: t for t in o['tensors']}
+assert len(mine) == len(o['tensors']) == len(ref['tensors']), 'tensor count'
+for t in ref['tensors']:
+    m = mine[t['name']]
+    assert (m['type'].lower(), m['shape'], m['bytes']) == (t['type'], t['shape'], t['bytes']), (m, t)
+    assert m['offset'] in (t['offset'], ref['data_offset'] + t['offset']), ('offset', m, t)
+total = sum(t['bytes'] for t in ref['tensors'])
+experts = sum(t['bytes'] for t in ref['tensors'] if '_exps' in t['name'])
+assert s['total_bytes'] == total and s['expert_bytes'] == experts, 'summary bytes'
+assert s['spine_bytes'] == total - experts, 'spine bytes'
 assert (s['moe_layers'] > 0) == (experts > 0), 'moe layers'
-" 2>/dev/null; then
-        echo "ok inspect $f: spine + experts = tensor bytes"
+# the data section ends where the file does (the last tensor padded)
+if ref['tensors']:
+    assert ref['data_end'] <= ref['file_size'] < ref['data_end'] + ref['alignment'], 'file size'
+else:
+    assert ref['file_size'] <= ref['data_offset'], 'file size'
+" "$f"; then
+        echo "ok inspect $f: tensors, spine + experts = an independent reading"
     else
         echo "not ok inspect $f: $(printf "%s" "$out" | head -c 200)"
         fails=$((fails + 1))

@@ -22,7 +22,9 @@ if ! gen "$MODEL" "$T/ram" -n 40 -p "$P"; then
     exit 1
 fi
 for cfg in "--mem 200M" "--mem $M20" "--mem $M4" "--mem $M4t1 -t 1" "--mem $M6 --io pread" "--mem $M6t3 -t 3" \
-           "--mem $M6 -b 5" "--io mmap" "--mem $M4t1 --io pread -t 1" "--io pread"; do
+           "--mem $M6 -b 5" "--io mmap" "--mem $M4t1 --io pread -t 1" "--io pread" \
+           "--mem $M4 --cache-policy lru" "--mem $M6 --cache-policy lfru --prefetch next" \
+           "--mem $M4t1 -t 1 --cache-policy ahead --prefetch next" "--mem $M6 --cache-policy ahead --prefetch off"; do
     # shellcheck disable=SC2086
     if gen "$MODEL" "$T/s" -n 40 -p "$P" $cfg; then
         same_run "stream tinymoe $cfg = in RAM" "$T/ram" "$T/s"
