@@ -337,10 +337,45 @@ sluice_sampling cli_sampling_default(void)
     return sp;
 }
 
+const char CLI_GRAMMAR_HELP[] =
+    "      --grammar GBNF          constrain the output to a GBNF grammar (llama.cpp's syntax, rule root)\n"
+    "      --grammar-file FILE     the same, read from FILE\n"
+    "      --json-schema SCHEMA    constrain the output to JSON matching a JSON Schema\n"
+    "      --json-schema-file FILE the same, read from FILE\n";
+
+void cli_gen_free(cli_model_opts *mo)
+{
+    free(mo->constraint_file);
+    mo->constraint_file = NULL;
+}
+
+/* --grammar / --json-schema and their file forms: one constraint, the last given. */
+static int constraint_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp)
+{
+    const char *text = arg;
+    if (opt == CLI_OPT_GRAMMAR_FILE || opt == CLI_OPT_JSON_SCHEMA_FILE) {
+        size_t len;
+        char *buf = cli_read_file(arg, &len);
+        if (!buf) return -1;
+        if (strlen(buf) != len) {
+            free(buf);
+            return FAIL("%s: the file holds a NUL byte", arg);
+        }
+        free(mo->constraint_file);
+        text = mo->constraint_file = buf;
+    }
+    bool gbnf = opt == CLI_OPT_GRAMMAR || opt == CLI_OPT_GRAMMAR_FILE;
+    sp->grammar = gbnf ? text : NULL;
+    sp->json_schema = gbnf ? NULL : text;
+    return 1;
+}
+
 int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp)
 {
     long v;
     switch (opt) {
+    case CLI_OPT_GRAMMAR: case CLI_OPT_GRAMMAR_FILE: case CLI_OPT_JSON_SCHEMA: case CLI_OPT_JSON_SCHEMA_FILE:
+        return constraint_option(opt, arg, mo, sp);
     case 'm': mo->model_path = arg; return 1;
     case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
     case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH: case CLI_OPT_CACHE_POLICY:

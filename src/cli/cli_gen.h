@@ -27,6 +27,7 @@ typedef struct {
     bool model_only;        /* load the model, no pool or session */
     engine_opts eo;         /* expert placement: --mem, --io, --pin, --pack ... */
     long fault_countdown;   /* SLUICE_FAULT_READ (tests), for the whole run */
+    char *constraint_file;  /* --grammar-file / --json-schema-file text (the sampling points into it) */
 } cli_model_opts;
 
 typedef struct {
@@ -48,6 +49,7 @@ enum {
     CLI_OPT_REPEAT_PENALTY, CLI_OPT_REPEAT_LAST_N, CLI_OPT_PRESENCE_PENALTY, CLI_OPT_FREQUENCY_PENALTY,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
     CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT,
+    CLI_OPT_GRAMMAR, CLI_OPT_GRAMMAR_FILE, CLI_OPT_JSON_SCHEMA, CLI_OPT_JSON_SCHEMA_FILE,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -59,7 +61,11 @@ enum {
         {"repeat-penalty", required_argument, 0, CLI_OPT_REPEAT_PENALTY},                                    \
         {"repeat-last-n", required_argument, 0, CLI_OPT_REPEAT_LAST_N},                                      \
         {"presence-penalty", required_argument, 0, CLI_OPT_PRESENCE_PENALTY},                                \
-        {"frequency-penalty", required_argument, 0, CLI_OPT_FREQUENCY_PENALTY}, CLI_STREAM_LONGOPTS
+        {"frequency-penalty", required_argument, 0, CLI_OPT_FREQUENCY_PENALTY},                              \
+        {"grammar", required_argument, 0, CLI_OPT_GRAMMAR},                                                  \
+        {"grammar-file", required_argument, 0, CLI_OPT_GRAMMAR_FILE},                                        \
+        {"json-schema", required_argument, 0, CLI_OPT_JSON_SCHEMA},                                          \
+        {"json-schema-file", required_argument, 0, CLI_OPT_JSON_SCHEMA_FILE}, CLI_STREAM_LONGOPTS
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
@@ -86,6 +92,10 @@ void cli_print_notes(const sluice *s, bool verbose);
 /* Returns 1 if OPT was one of the shared options (applied), 0 if not, -1 on
  * a bad value (error printed).  --seed -1 leaves the seed random. */
 int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp);
+/* Releases what cli_gen_option kept (a grammar file's text). */
+void cli_gen_free(cli_model_opts *mo);
+/* Help lines of the grammar flags. */
+extern const char CLI_GRAMMAR_HELP[];
 /* The sampling defaults of run and chat: llama.cpp's, no token limit. */
 sluice_sampling cli_sampling_default(void);
 

@@ -65,10 +65,11 @@ static void usage(FILE *f)
                "  -n, --n-predict N   at most N tokens per reply (default -1: until end of turn)\n"
                "      --system TEXT   system message\n"
                "      --temp, --top-k, --top-p, --min-p, --seed   sampling, as for sluice run\n"
+               "%s"
                "      --ignore-eos    do not stop at end-of-generation tokens\n"
                "      --stats         print each turn's speed and cache reuse to stderr\n"
                "      --no-cache      re-evaluate the whole conversation every turn (for comparison)\n\n%s",
-            CLI_STREAM_HELP);
+            CLI_GRAMMAR_HELP, CLI_STREAM_HELP);
 }
 
 enum { O_SYSTEM = CLI_OPT_FIRST_FREE, O_NO_CACHE, O_STATS, O_IGNORE_EOS };
@@ -308,9 +309,9 @@ int cmd_chat(int argc, char **argv)
 {
     chat_args a;
     int r = parse_args(argc, argv, &a);
-    if (r) return r < 0 ? 2 : 0;
+    if (r) return cli_gen_free(&a.mo), r < 0 ? 2 : 0;
     chat_state c = {.a = &a};
-    if (cli_open(&a.mo, &c.s, &c.path)) return 1;
+    if (cli_open(&a.mo, &c.s, &c.path)) return cli_gen_free(&a.mo), 1;
     cli_print_notes(c.s, a.stats);
     char err[1024];
     int rc = 0;
@@ -330,5 +331,6 @@ int cmd_chat(int argc, char **argv)
     while (c.n_msgs) pop_msg(&c);
     free(c.msgs);
     sluice_close(c.s);
+    cli_gen_free(&a.mo);
     return rc;
 }

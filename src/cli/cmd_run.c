@@ -42,6 +42,7 @@ static void usage(FILE *f)
             "      --repeat-last-n N  tokens the penalties look back over (default 64; 0 = off, -1 = the context)\n"
             "      --presence-penalty P   subtract P from tokens seen there (default 0 = off)\n"
             "      --frequency-penalty F  subtract F per occurrence there (default 0 = off)\n"
+            "%s"
             "      --chat             wrap the prompt in the model's chat template (user turn)\n"
             "      --system TEXT      system message for --chat\n"
             "      --stop STR         stop when STR appears (not printed); repeatable\n"
@@ -51,7 +52,7 @@ static void usage(FILE *f)
             "      --json             print one JSON object with ids, text and timings instead of text\n"
             "      --stats-json FILE  write the timings and peak RSS as JSON to FILE\n"
             "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n\n%s",
-            CLI_STREAM_HELP);
+            CLI_GRAMMAR_HELP, CLI_STREAM_HELP);
 }
 
 enum {
@@ -331,16 +332,19 @@ int cmd_run(int argc, char **argv)
     int r = parse_args(argc, argv, &a);
     if (r) {
         free(a.stops);
+        cli_gen_free(&a.mo);
         return r < 0 ? 2 : 0;
     }
     sluice *s;
     if (cli_open(&a.mo, &s, NULL)) {
         free(a.stops);
+        cli_gen_free(&a.mo);
         return 1;
     }
     cli_print_notes(s, a.stats);
     int rc = run(&a, s);
     sluice_close(s);
     free(a.stops);
+    cli_gen_free(&a.mo);
     return rc;
 }

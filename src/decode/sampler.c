@@ -26,6 +26,10 @@ struct sl_sampler {
     bool penalize;      /* some penalty is on */
     penalty_window win;
     float *work;        /* the logits after the penalties (n_vocab) */
+    gram_state *gram;   /* grammar constraint, or NULL */
+    const gram_tokens *gtok;
+    float *mask;        /* the logits with refused tokens at -inf (n_vocab) */
+    int32_t fallback;   /* when the grammar allows nothing */
 };
 
 sampler_params sampler_defaults(void)
@@ -115,6 +119,8 @@ void sampler_free(sl_sampler *s)
     free(s->win.ring);
     free(s->win.count);
     free(s->work);
+    free(s->mask);
+    gstate_free(s->gram);
     free(s->cand);
     free(s);
 }
@@ -128,7 +134,34 @@ static void accept_history(sl_sampler *s, int32_t id)
     if (s->penalize && id >= 0 && id < s->n_vocab) window_push(&s->win, id);
 }
 
-void sampler_accept(sl_sampler *s, int32_t id) { accept_history(s, id); }
+int sampler_set_grammar(sl_sampler *s, gram_state *m, const gram_tokens *t, sl_err *err)
+{
+    if (t->n != s->n_vocab) {
+        gstate_free(m);
+        return sl_errf(err, "sampler: the grammar's token table has %d tokens, the vocabulary %d", (int)t->n,
+                       (int)s->n_vocab);
+    }
+    float *mask = s->mask ? s->mask : malloc((size_t)s->n_vocab * sizeof *mask);
+    if (!mask) {
+        gstate_free(m);
+        return sl_errf(err, "sampler: out of memory for the grammar mask");
+    }
+    gstate_free(s->gram);
+    s->gram = m, s->gtok = t, s->mask = mask;
+    s->fallback = 0;
+    while (s->fallback < t->n - 1 && !t->eog[s->fallback]) s->fallback++;
+    return 0;
+}
+
+/* A token the grammar does not allow (a caller's) leaves the grammar where
+ * it was. */
+void sampler_accept(sl_sampler *s, int32_t id)
+{
+    accept_history(s, id);
+    if (!s->gram || id < 0 || id >= s->n_vocab || s->gtok->eog[id]) return;
+    uint32_t a = s->gtok->off[id], b = s->gtok->off[id + 1];
+    (void)gstate_accept(s->gram, s->gtok->bytes + a, b - a);
+}
 
 void sampler_accept_prompt(sl_sampler *s, const int32_t *ids, size_t n)
 {
@@ -140,7 +173,18 @@ void sampler_accept_prompt(sl_sampler *s, const int32_t *ids, size_t n)
 int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err)
 {
     if (sampler_create(out, &s->par, s->n_vocab, err)) return -1;
+    gram_state *m = NULL;
+    if (s->gram && (gstate_new(&m, gstate_grammar(s->gram), err) || sampler_set_grammar(*out, m, s->gtok, err))) {
+        sampler_free(*out);
+        *out = NULL;
+        return -1;
+    }
     sampler_copy_state(*out, s);
+    if (m && gstate_copy(m, s->gram)) {
+        sampler_free(*out);
+        *out = NULL;
+        return sl_errf(err, "sampler: out of memory copying the grammar state");
+    }
     return 0;
 }
 
@@ -149,6 +193,7 @@ int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err)
 void sampler_copy_state(sl_sampler *dst, const sl_sampler *src)
 {
     dst->rng = src->rng;
+    if (dst->gram && src->gram) (void)gstate_copy(dst->gram, src->gram);
     if (!dst->penalize || !src->penalize) return;
     penalty_window *d = &dst->win;
     const penalty_window *w = &src->win;
@@ -376,19 +421,55 @@ static void run_chain(sl_sampler *s, const float *logits)
     top_p(s, s->par.top_p);
     min_p(s, s->par.min_p);
     temperature(s, s->par.temp);
+    /* tokens a grammar refused (-inf) can survive top-k when few are allowed */
+    size_t j = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->cand[i].logit != -INFINITY) s->cand[j++] = s->cand[i];
+    if (j) s->n = j;
 }
 
-int32_t sampler_sample(sl_sampler *s, const float *logits)
+static int32_t pick(sl_sampler *s, const float *logits)
 {
-    logits = chain_input(s, logits);
     if (s->par.temp <= 0.0f) return sampler_argmax(logits, s->n_vocab);
     run_chain(s, logits);
     return s->cand[dist(s, &s->rng)].id;
 }
 
+/* LOGITS with every token the grammar refuses at -inf, or NULL if it
+ * allows none. */
+static const float *grammar_mask(sl_sampler *s, const float *logits)
+{
+    int32_t allowed = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        bool ok = gstate_allows_token(s->gram, s->gtok, i);
+        s->mask[i] = ok ? logits[i] : -INFINITY;
+        allowed += ok;
+    }
+    return allowed ? s->mask : NULL;
+}
+
+int32_t sampler_sample(sl_sampler *s, const float *logits)
+{
+    logits = chain_input(s, logits);
+    int32_t id = pick(s, logits);
+    if (!s->gram || gstate_allows_token(s->gram, s->gtok, id)) return id;
+    const float *m = grammar_mask(s, logits);
+    return m ? pick(s, m) : s->fallback;
+}
+
 size_t sampler_candidates(sl_sampler *s, const float *logits, const sl_cand **out)
 {
     logits = chain_input(s, logits);
+    if (s->gram) {
+        const float *m = grammar_mask(s, logits);
+        if (!m) {
+            s->cand[0] = (sl_cand){s->fallback, logits[s->fallback], 1.0f};
+            s->n = 1;
+            *out = s->cand;
+            return 1;
+        }
+        logits = m;
+    }
     if (s->par.temp <= 0.0f) {
         int32_t id = sampler_argmax(logits, s->n_vocab);
         s->cand[0] = (sl_cand){id, logits[id], 1.0f};

@@ -13,7 +13,16 @@
  * lower id (llama.cpp leaves that to std::partial_sort).
  *
  * Temperature <= 0 is greedy: the argmax (after the penalties), ties going
- * to the lowest id. */
+ * to the lowest id.
+ *
+ * A grammar (sampler_set_grammar) constrains the tokens as llama.cpp's
+ * common sampler does: the chain first picks from the unconstrained logits,
+ * and if the grammar allows that token it is the answer; otherwise every
+ * token the grammar refuses gets logit -inf and the chain picks again.  For
+ * greedy sampling that is the argmax of the allowed tokens.  End-of-
+ * generation tokens are allowed only where the grammar can end, control
+ * tokens (no text) never.  If the grammar allows nothing at all, the
+ * vocabulary's first end-of-generation token is returned. */
 #ifndef SLUICE_SAMPLER_H
 #define SLUICE_SAMPLER_H
 
@@ -21,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode/grammar.h"
 #include "decode/rng.h"
 #include "util/err.h"
 
@@ -56,6 +66,11 @@ void sampler_free(sl_sampler *s);
 const sampler_params *sampler_get_params(const sl_sampler *s);
 /* Restarts the random stream (same seed -> same draws). */
 void sampler_reseed(sl_sampler *s, uint32_t seed);
+
+/* Constrains the chain by the grammar state M from now on (the sampler
+ * owns M; its history starts there).  T describes the vocabulary and must
+ * outlive the sampler and its clones. */
+int sampler_set_grammar(sl_sampler *s, gram_state *m, const gram_tokens *t, sl_err *err);
 
 /* Tells the sampler that the generated token ID became part of the
  * sequence.  Stages that depend on the history (repetition penalties, a

@@ -15,6 +15,8 @@
 
 #include "chat/chat.h"
 #include "decode/generate.h"
+#include "decode/grammar.h"
+#include "decode/json_schema.h"
 #include "engine/api_int.h"
 #include "chat/openai.h"
 #include "experts/pack.h"
@@ -39,6 +41,11 @@ struct sluice {
     gen_stop last_stop;
     uint32_t last_seed;
     char notes[2048];
+    /* the vocabulary as grammars see it, built on first use */
+    gram_tokens gtok;
+    char *gt_bytes;
+    uint32_t *gt_off;
+    uint8_t *gt_eog;
 };
 
 struct sluice_sampler {
@@ -159,6 +166,9 @@ void sluice_close(sluice *s)
     seq_free(&s->seq);
     engine_close(&s->eng);
     chat_tmpl_free(s->tmpl);
+    free(s->gt_bytes);
+    free(s->gt_off);
+    free(s->gt_eog);
     free(s->tmpl_src);
     free(s->name);
     free(s);
@@ -335,11 +345,68 @@ static uint32_t os_seed(void)
     return v == SLUICE_SEED_RANDOM ? 0 : v;
 }
 
+/* Each token's bytes as the output shows them (control tokens: none), for
+ * grammars; ids past the tokenizer's table (padded embeddings) have none. */
+static const gram_tokens *grammar_tokens(sluice *s)
+{
+    if (s->gtok.n) return &s->gtok;
+    int32_t n = sluice_n_vocab(s);
+    size_t cap = (size_t)n * 8 + 64, len = 0;
+    s->gt_off = malloc(((size_t)n + 1) * sizeof *s->gt_off);
+    s->gt_eog = malloc((size_t)n);
+    s->gt_bytes = malloc(cap);
+    for (int32_t id = 0; id < n && s->gt_off && s->gt_eog && s->gt_bytes; id++) {
+        char piece[PIECE_CAP];
+        int k = vocab_token_to_piece(vocab(s), id, false, piece, sizeof piece);
+        if (k < 0 || k > (int)sizeof piece) k = 0; /* longer than any real token: never allowed */
+        if (len + (size_t)k > cap) {
+            char *b = realloc(s->gt_bytes, cap = 2 * cap + (size_t)k);
+            if (!b) free(s->gt_bytes);
+            s->gt_bytes = b;
+            if (!b) break;
+        }
+        memcpy(s->gt_bytes + len, piece, (size_t)k);
+        s->gt_off[id] = (uint32_t)len;
+        len += (size_t)k;
+        s->gt_eog[id] = vocab_is_eog(vocab(s), id);
+    }
+    if (!s->gt_off || !s->gt_eog || !s->gt_bytes) {
+        free(s->gt_off), free(s->gt_eog), free(s->gt_bytes);
+        s->gt_off = NULL, s->gt_eog = NULL, s->gt_bytes = NULL;
+        return NULL;
+    }
+    s->gt_off[n] = (uint32_t)len;
+    s->gtok = (gram_tokens){n, s->gt_bytes, s->gt_off, s->gt_eog};
+    return &s->gtok;
+}
+
+/* The grammar of SP (GBNF text or a JSON schema) onto sampler SMP. */
+static int attach_grammar(sluice *s, const sluice_sampling *sp, sl_sampler *smp, char *err, size_t cap)
+{
+    if (sp->grammar && sp->json_schema) return fail(err, cap, "give a grammar or a JSON schema, not both");
+    sl_err e;
+    char *from_schema = NULL;
+    if (sp->json_schema && json_schema_to_gbnf(sp->json_schema, strlen(sp->json_schema), &from_schema, &e))
+        return fail(err, cap, "%s", e.msg);
+    const char *text = from_schema ? from_schema : sp->grammar;
+    sl_grammar *g;
+    int bad = grammar_parse(&g, text, strlen(text), &e);
+    free(from_schema);
+    if (bad) return fail(err, cap, "%s%s", sp->json_schema ? "json_schema: the converted grammar: " : "", e.msg);
+    gram_state *m;
+    int rc = gstate_new(&m, g, &e);
+    grammar_free(g); /* the state holds it */
+    if (rc) return fail(err, cap, "%s", e.msg);
+    const gram_tokens *t = grammar_tokens(s);
+    if (!t) return gstate_free(m), fail(err, cap, "out of memory for the grammar's token table");
+    if (sampler_set_grammar(smp, m, t, &e)) return fail(err, cap, "%s", e.msg);
+    return 0;
+}
+
 static int make_sampler(sluice *s, const sluice_sampling *sp, sl_sampler **out, char *err, size_t cap)
 {
     if (sp->repeat_last_n < -1) return fail(err, cap, "repeat_last_n must be -1 (the context), 0 (off) or more");
     if (sp->n_probs < 0 || sp->n_probs > MAX_PROBS) return fail(err, cap, "n_probs must be in [0, %d]", MAX_PROBS);
-    if (sp->grammar || sp->json_schema) return fail(err, cap, "grammar-constrained sampling is not available in this build");
     sampler_params p = {.temp = sp->temp, .top_k = sp->top_k, .top_p = sp->top_p, .min_p = sp->min_p,
                         .seed = sp->seed == SLUICE_SEED_RANDOM ? os_seed() : sp->seed,
                         .repeat_penalty = sp->repeat_penalty, .frequency_penalty = sp->frequency_penalty,
@@ -347,6 +414,11 @@ static int make_sampler(sluice *s, const sluice_sampling *sp, sl_sampler **out, 
                         .repeat_last_n = sp->repeat_last_n < 0 ? sluice_n_ctx(s) : sp->repeat_last_n};
     sl_err e;
     if (sampler_create(out, &p, sluice_n_vocab(s), &e)) return fail(err, cap, "%s", e.msg);
+    if ((sp->grammar || sp->json_schema) && attach_grammar(s, sp, *out, err, cap)) {
+        sampler_free(*out);
+        *out = NULL;
+        return -1;
+    }
     return 0;
 }
 

@@ -130,24 +130,32 @@ await test("openai: tool-call round trip (tools, tool_calls, tool result)", asyn
   assert(typeof r2.choices[0].message.content === "string", "no answer to the tool result");
 });
 
-{
-  const name = "openai: response_format json_object gives a JSON object";
-  try {
-    const r = await oa.chat.completions.create({model: "tinymoe", messages: msgs, max_tokens: 200, temperature: 0,
-                                                response_format: {type: "json_object"}});
-    const c = r.choices[0];
-    try {
-      assert(c.finish_reason === "stop", "the object did not close within 200 tokens: " + c.message.content.slice(0, 80));
-      const o = JSON.parse(c.message.content);
-      assert(o && typeof o === "object" && !Array.isArray(o), "not an object");
-      console.log(`ok ${name}`);
-    } catch (e) { console.log(`not ok ${name}: ${e.message}`); process.exitCode = 1; }
-  } catch (e) {
-    if (e.status === 400 && e.param === "response_format" && /not available/.test(e.message))
-      skip(name, "this build has no grammar-constrained sampling: " + e.message);
-    else { console.log(`not ok ${name}: ${e.status} ${e.message}`); process.exitCode = 1; }
-  }
-}
+// The tiny model does not close a free-form object reliably (it writes one
+// string forever), so json_object is held to "the output is the start of an
+// object, and a whole one when it stopped"; a bounded json_schema must close.
+await test("openai: response_format json_object constrains the reply to a JSON object", async () => {
+  const r = await oa.chat.completions.create({model: "tinymoe", messages: msgs, max_tokens: 60, temperature: 0,
+                                              response_format: {type: "json_object"}});
+  const c = r.choices[0];
+  assert(/^\s*\{/.test(c.message.content), "does not start an object: " + c.message.content.slice(0, 80));
+  if (c.finish_reason === "stop") {
+    const o = JSON.parse(c.message.content);
+    assert(o && typeof o === "object" && !Array.isArray(o), "not an object");
+  } else eq(c.finish_reason, "length", "finish_reason");
+});
+
+await test("openai: response_format json_schema gives JSON valid under the schema", async () => {
+  const schema = {type: "object", properties: {name: {type: "string", maxLength: 12}, age: {type: "integer"},
+                                               pet: {enum: ["cat", "dog"]}}, required: ["name", "age", "pet"]};
+  const r = await oa.chat.completions.create({model: "tinymoe", messages: msgs, max_tokens: 300, temperature: 0,
+                                              response_format: {type: "json_schema", json_schema: {name: "p", schema}}});
+  const c = r.choices[0];
+  eq(c.finish_reason, "stop", "finish_reason (the object did not close: " + c.message.content.slice(0, 80) + ")");
+  const o = JSON.parse(c.message.content);
+  assert(typeof o.name === "string" && o.name.length <= 12, "name: " + JSON.stringify(o));
+  assert(Number.isInteger(o.age) && ["cat", "dog"].includes(o.pet), "age / pet: " + JSON.stringify(o));
+  eq(Object.keys(o).join(","), "name,age,pet", "properties");
+});
 
 async function expectError(name, fn, status, param) {
   await test(name, async () => {
