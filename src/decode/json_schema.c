@@ -487,14 +487,19 @@ static int gen(builder *b, const json_t *sc, const char *name, const char *at, i
 
 int json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, sl_err *err)
 {
+    return json_schema_to_gbnf_as(schema, len, "root", gbnf, err);
+}
+
+int json_schema_to_gbnf_as(const char *schema, size_t len, const char *top, char **gbnf, sl_err *err)
+{
     *gbnf = NULL;
     json_error_t je;
     json_t *doc = json_loadb(schema, len, JSON_DECODE_ANY, &je);
     if (!doc) return sl_errf(err, "json_schema: not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     builder b = {.doc = doc, .err = err};
     const char *root;
-    int rc = gen(&b, doc, "root", "", 0, &root);
-    if (!rc && strcmp(root, "root")) put(&b, "root ::= %s\n", root);
+    int rc = gen(&b, doc, top, "", 0, &root);
+    if (!rc && strcmp(root, top)) put(&b, "%s ::= %s\n", top, root);
     if (!rc && b.oom) rc = sl_errf(err, "json_schema: out of memory");
     for (size_t i = 0; i < b.n_names; i++) free(b.names[i]);
     for (size_t i = 0; i < b.n_refs; i++) free(b.refs[i].ref);

@@ -24,5 +24,8 @@
 /* SCHEMA (LEN bytes of JSON) to GBNF text in *GBNF (malloc'd, rule root).
  * Errors read "json_schema: at POINTER: what". */
 int json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, sl_err *err);
+/* The same with the document's rule named ROOT (a grammar that embeds the
+ * JSON in more text adds its own "root"). */
+int json_schema_to_gbnf_as(const char *schema, size_t len, const char *root, char **gbnf, sl_err *err);
 
 #endif

@@ -276,16 +276,32 @@ static int oai_tools(ctx *c, json_t *tools)
     return 0;
 }
 
+/* "none", "auto", "required" (Anthropic "any"), or one tool by name
+ * (OpenAI {"type": "function", "function": {"name"}}, Anthropic {"type":
+ * "tool", "name"}).  A forced call is made with a grammar (worker.c). */
 static int tool_choice(ctx *c, json_t *j, bool anthropic)
 {
     if (!j) return 0;
-    const char *v = json_is_string(j) ? json_string_value(j) : NULL;
-    if (anthropic && json_is_object(j)) v = json_string_value(json_object_get(j, "type"));
-    if (!v) return wrong_type(c, "tool_choice", j, anthropic ? "an object with a type" : "\"none\" or \"auto\"");
+    const char *v = json_is_string(j) ? json_string_value(j) : NULL, *name = NULL;
+    if (json_is_object(j)) {
+        v = json_string_value(json_object_get(j, "type"));
+        const char *named = anthropic ? "tool" : "function";
+        if (v && !strcmp(v, named)) {
+            json_t *n = json_object_get(anthropic ? j : json_object_get(j, "function"), "name");
+            if (!json_is_string(n))
+                return srv_fail(c->err, 400, "tool_choice", "a tool_choice of type '%s' needs the tool's name", named);
+            name = json_string_value(n);
+        }
+    }
+    if (!v) return wrong_type(c, "tool_choice", j, anthropic ? "an object with a type" : "\"none\", \"auto\", \"required\" or an object");
     if (!strcmp(v, "none")) c->r->tools_none = true;
+    else if (!strcmp(v, anthropic ? "any" : "required")) c->r->tool_required = true;
+    else if (name) c->r->tool_name = strdup(name);
     else if (strcmp(v, "auto") != 0)
-        return srv_fail(c->err, 400, "tool_choice", "tool_choice '%.40s' is not supported: the model chooses ('auto') or "
-                                                     "gets no tools ('none')", v);
+        return srv_fail(c->err, 400, "tool_choice", "tool_choice '%.40s' is not one of none, auto, %s or a named tool", v,
+                        anthropic ? "any" : "required");
+    if ((c->r->tool_required || name) && !c->r->tools_json)
+        return srv_fail(c->err, 400, "tool_choice", "tool_choice '%.40s' needs tools", name ? name : v);
     return 0;
 }
 
@@ -611,6 +627,7 @@ void srv_request_free(srv_request *r)
     free(r->kwargs_json);
     free(r->prompt);
     free(r->json_schema);
+    free(r->tool_name);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     memset(r, 0, sizeof *r);

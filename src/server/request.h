@@ -39,6 +39,8 @@ typedef struct {
     char *tools_json;     /* OpenAI-shape tool array, or NULL */
     char *kwargs_json;    /* chat_template_kwargs (plus reasoning_effort), or NULL */
     bool tools_none;      /* tool_choice "none": tools are not rendered */
+    bool tool_required;   /* tool_choice "required" (Anthropic "any"): the reply is a call */
+    char *tool_name;      /* tool_choice naming one tool: the reply calls it; or NULL */
     char *prompt;         /* completions: the prompt text */
     bool echo;            /* completions: the prompt is part of the text */
     bool add_generation_prompt; /* /apply-template (default true) */

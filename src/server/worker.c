@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chat/chat.h"
+#include "chat/tool_grammar.h"
 #include "server/format.h"
 #include "server/srv.h"
 #include "util/clock.h"
@@ -505,15 +506,26 @@ static void do_generate(srv *s, srv_job *j)
     g.lp = json_array();
     g.cl_tokens = json_array(), g.cl_lps = json_array(), g.cl_top = json_array(), g.cl_off = json_array();
     sluice_sampling sp = sampling_of(r, stops, n_stops);
-    if (sp.json_schema) { /* refused now, as a 400, rather than as a failed generation */
+    char *tool_gbnf = NULL; /* a forced tool call (tool_choice required / named) */
+    const char *field_c = sp.json_schema ? "response_format" : "tool_choice";
+    sl_err te;
+    int bad = 0;
+    if (chat && (r->tool_required || r->tool_name)) {
+        if (sp.json_schema) bad = 1, snprintf(err, ERR_CAP, "a forced tool call cannot be combined with response_format");
+        else if (chat_tool_grammar(s->syn, r->tools_json, r->tool_name, g.ro.starts_in_think, &tool_gbnf, &te))
+            bad = 1, snprintf(err, ERR_CAP, "%s", te.msg);
+        sp.grammar = tool_gbnf;
+    }
+    if (!bad && (sp.json_schema || sp.grammar)) { /* refused now, as a 400, rather than as a failed generation */
         sluice_sampler *smp = NULL;
-        if (sluice_sampler_new(s->sl, &sp, &smp, err, ERR_CAP)) {
-            free(stops), sluice_free(ids), sluice_free(prompt);
-            json_decref(g.lp), json_decref(g.cl_tokens), json_decref(g.cl_lps), json_decref(g.cl_top),
-                json_decref(g.cl_off);
-            return srv_job_error(j, 400, "response_format", "response_format: %s", err);
-        }
+        bad = sluice_sampler_new(s->sl, &sp, &smp, err, ERR_CAP) != 0;
         sluice_sampler_free(smp);
+    }
+    if (bad) {
+        free(stops), sluice_free(ids), sluice_free(prompt), free(tool_gbnf);
+        json_decref(g.lp), json_decref(g.cl_tokens), json_decref(g.cl_lps), json_decref(g.cl_top),
+            json_decref(g.cl_off);
+        return srv_job_error(j, 400, field_c, "%s: %s", field_c, err);
     }
     if (s->kv) kvdir_restore(s->kv, s->sl, ids, n, common_prefix(s, ids, n));
     j->content_type = r->stream ? "text/event-stream" : "application/json";
@@ -557,6 +569,7 @@ static void do_generate(srv *s, srv_job *j)
     json_decref(g.cl_tokens), json_decref(g.cl_lps), json_decref(g.cl_top), json_decref(g.cl_off);
     free(g.text);
     free(stops);
+    free(tool_gbnf);
     sluice_free(ids);
     sluice_free(prompt);
 }

@@ -130,6 +130,26 @@ await test("openai: tool-call round trip (tools, tool_calls, tool result)", asyn
   assert(typeof r2.choices[0].message.content === "string", "no answer to the tool result");
 });
 
+// tool_choice "required" and a named tool: a grammar makes the reply one call
+// in the template's syntax (Qwen3's, here) whose arguments fit the schema.
+await test("openai: tool_choice required / named forces a call that fits the tool's schema", async () => {
+  const tools = [{type: "function", function: {name: "pick_city", description: "Pick a city",
+                  parameters: {type: "object", properties: {city: {enum: ["Oslo", "Paris"]}}, required: ["city"]}}},
+                 {type: "function", function: {name: "now", parameters: {type: "object", properties: {}}}}];
+  for (const choice of ["required", {type: "function", function: {name: "pick_city"}}]) {
+    const r = await oa.chat.completions.create({model: "tinymoe", messages: msgs, tools, tool_choice: choice,
+                                                max_tokens: 200, temperature: 0});
+    const c = r.choices[0];
+    eq(c.finish_reason, "tool_calls", "finish_reason for " + JSON.stringify(choice) + " (" +
+       JSON.stringify(c.message).slice(0, 160) + ")");
+    const call = c.message.tool_calls[0].function;
+    if (typeof choice === "object") eq(call.name, "pick_city", "name");
+    const args = JSON.parse(call.arguments);
+    if (call.name === "pick_city") assert(["Oslo", "Paris"].includes(args.city), "arguments " + call.arguments);
+    else eq(call.name, "now", "name");
+  }
+});
+
 // The tiny model does not close a free-form object reliably (it writes one
 // string forever), so json_object is held to "the output is the start of an
 // object, and a whole one when it stopped"; a bounded json_schema must close.
