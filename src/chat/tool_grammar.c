@@ -64,13 +64,14 @@ int chat_tool_grammar(chat_syntax syn, const char *tools_json, const char *only,
     int rc = json_schema_to_gbnf_as(schema, strlen(schema), "call", &rules, err);
     free(schema);
     if (rc) return -1;
-    /* reasoning first where the template has it: already open, or optional */
-    const char *think = !syn.think ? "" : in_think ? "think-text \"</think>\" [ \\n]{0,4} "
-                                                   : "( \"<think>\" think-text \"</think>\" [ \\n]{0,4} )? ";
+    /* No reasoning block is offered (a weak model would reason until the
+     * token limit instead of calling); one the prompt already opened is
+     * closed within 512 characters. */
+    const char *think = syn.think && in_think ? "think-text \"</think>\" [ \\n]{0,4} " : "";
     size_t cap = strlen(rules) + 512;
     char *out = malloc(cap);
     if (!out) return free(rules), sl_errf(err, "out of memory");
-    snprintf(out, cap, "%sroot ::= %s%s\nthink-text ::= ( [^<] | \"<\" [^/] | \"</\" [^t] )*\n", rules, think,
+    snprintf(out, cap, "%sroot ::= %s%s\nthink-text ::= ( [^<] | \"<\" [^/] | \"</\" [^t] ){0,512}\n", rules, think,
              hermes ? "\"<tool_call>\" [ \\n]{0,2} call [ \\n]{0,2} \"</tool_call>\"" : "call");
     free(rules);
     *gbnf = out;

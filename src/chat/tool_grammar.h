@@ -2,9 +2,9 @@
  * (reply.h), for tool_choice "required" or a named tool: the call's JSON is
  * held to the tool's parameter schema (decode/json_schema.h).  The syntaxes
  * whose calls are plain JSON are covered: Hermes / Qwen3
- * (<tool_call>{"name", "arguments"}</tool_call>, after an optional
- * <think> block when the template reasons) and Llama 3.1 ({"name",
- * "parameters"}). */
+ * (<tool_call>{"name", "arguments"}</tool_call>; a reasoning block only if
+ * the prompt opened one, closed within 512 characters) and Llama 3.1
+ * ({"name", "parameters"}). */
 #ifndef SLUICE_TOOL_GRAMMAR_H
 #define SLUICE_TOOL_GRAMMAR_H
 
