@@ -20,6 +20,18 @@ int cmd_chat(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
+/* llama.cpp's multi-letter short options (-fa, -ctk, -ngl ...), looked at
+ * whole before the command parses ARGV (ARGV[0] the command): those sluice
+ * accepts become their long spelling, the others are refused with the
+ * reason.  Returns 0, or 2 (usage error) after printing it. */
+int cli_llama_args(int argc, char **argv);
+/* The option getopt_long just refused ('?'), as the user typed it. */
+const char *cli_bad_option(char **argv, char *buf, size_t cap);
+
+/* llama.cpp's prompt escapes, in place: \n \r \t \a \b \f \v \' \" \\ \?
+ * and \xHH; any other backslash stays as it is.  Returns S. */
+char *cli_unescape(char *s);
+
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

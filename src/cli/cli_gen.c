@@ -57,7 +57,7 @@ int cli_model_open(cli_model *cm, const cli_model_opts *o)
     cm->bundled = !o->model_path || cli_is_bundled(cm->path);
     engine_opts eo = o->eo;
     eo.model_path = cm->path;
-    eo.threads = o->threads;
+    eo.threads = o->threads > 0 ? o->threads : o->eo.threads; /* -t, else -tb */
     eo.no_session = o->model_only;
     eo.n_ctx = o->n_ctx;
     eo.n_ctx_cap = cm->bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
@@ -99,7 +99,15 @@ const char CLI_STREAM_HELP[] =
     "  --cache-policy P     expert cache eviction: ahead (default: evicts the expert expected\n"
     "                       to be needed last), lfru, lru (docs/CACHE.md)\n"
     "  --trace-out FILE     write the routing trace (shared/traces schema, with the pilot's\n"
-    "                       predictions) for sluice replay and sluice heat --trace";
+    "                       predictions) for sluice replay and sluice heat --trace\n\n"
+    "llama.cpp spellings (multi-letter short options are whole options):\n"
+    "  -fa, --flash-attn on|off|auto   flash attention (default auto: on, as llama.cpp)\n"
+    "  -ctk, --cache-type-k T / -ctv, --cache-type-v T   KV cache type, f16 or f32 (as --kv)\n"
+    "  -ub, --ubatch-size N  as -b (sluice has one batch size: tokens per layer-major pass)\n"
+    "  -tb, --threads-batch N   threads when -t is not given (prompt and generation share them)\n"
+    "  --no-warmup, --no-mmap   accepted: sluice warms nothing up and reads experts without mmap\n"
+    "  --mlock              accepted, not applied: memory is bounded by --mem instead\n"
+    "  -ngl, -mg, -sm, -ts, -dev, -nkvo, -ot, -cmoe, -cnv, -np: refused with the reason";
 
 static int parse_size(const char *name, const char *arg, uint64_t *out)
 {
@@ -118,10 +126,42 @@ static int parse_kv(const char *arg, sl_kv_mode *out)
     return 0;
 }
 
+/* -ctk / -ctv: one type for K and V, f16 or f32. */
+static int cache_type(const char *name, const char *arg, engine_opts *eo)
+{
+    bool flash_off = eo->kv_mode == SL_KV_F16;
+    if (!strcmp(arg, "f16")) eo->kv_mode = flash_off ? SL_KV_F16 : SL_KV_F16_FLASH;
+    else if (!strcmp(arg, "f32")) eo->kv_mode = SL_KV_F32;
+    else return FAIL("%s: sluice's KV cache is f16 or f32 (one type for K and V), not '%s'", name, arg);
+    return 0;
+}
+
+static int flash_attn(const char *arg, engine_opts *eo)
+{
+    if (!strcmp(arg, "off")) {
+        if (eo->kv_mode == SL_KV_F16_FLASH) eo->kv_mode = SL_KV_F16;
+    } else if (!strcmp(arg, "on")) {
+        if (eo->kv_mode == SL_KV_F32) return FAIL("--flash-attn on needs an f16 KV cache (f32 given)");
+        eo->kv_mode = SL_KV_F16_FLASH;
+    } else if (strcmp(arg, "auto")) return FAIL("--flash-attn: expected on, off or auto, got '%s'", arg);
+    return 0;
+}
+
 int cli_stream_option(int opt, const char *arg, engine_opts *eo)
 {
     long v;
     switch (opt) {
+    case CLI_OPT_FLASH_ATTN: return flash_attn(arg, eo) ? -1 : 1;
+    case CLI_OPT_CACHE_TYPE_K: return cache_type("--cache-type-k", arg, eo) ? -1 : 1;
+    case CLI_OPT_CACHE_TYPE_V: return cache_type("--cache-type-v", arg, eo) ? -1 : 1;
+    case CLI_OPT_THREADS_BATCH:
+        if (cli_parse_int("--threads-batch", arg, 1, 1024, &v)) return -1;
+        eo->threads = (int)v;
+        return 1;
+    case CLI_OPT_NO_WARMUP: case CLI_OPT_NO_MMAP: return 1;
+    case CLI_OPT_MLOCK:
+        fprintf(stderr, "sluice: --mlock is not applied (the memory sluice uses is bounded by --mem instead)\n");
+        return 1;
     case CLI_OPT_MEM: return parse_size("--mem", arg, &eo->mem) ? -1 : 1;
     case CLI_OPT_PIN: return parse_size("--pin", arg, &eo->pin) ? -1 : 1;
     case CLI_OPT_IO: {
@@ -150,8 +190,8 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
         return 1;
     }
     case CLI_OPT_TRACE_OUT: eo->trace_out = arg; return 1;
-    case 'b':
-        if (cli_parse_int("-b", arg, 1, 1L << 20, &v)) return -1;
+    case 'b': case CLI_OPT_UBATCH:
+        if (cli_parse_int(opt == 'b' ? "-b" : "--ubatch-size", arg, 1, 1L << 20, &v)) return -1;
         eo->n_batch = (int32_t)v;
         return 1;
     default: return 0;
@@ -251,7 +291,8 @@ json_t *cli_json_ids(const int32_t *ids, size_t n)
 
 char *cli_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    bool in = !strcmp(path, "-"); /* "-" is standard input, as in llama.cpp's -f */
+    FILE *f = in ? stdin : fopen(path, "rb");
     if (!f) {
         cli_fail("cannot open %s: %s", path, strerror(errno));
         return NULL;
@@ -272,7 +313,7 @@ char *cli_read_file(const char *path, size_t *len)
         n += r;
     } while (r > 0);
     if (!why && ferror(f)) why = strerror(errno);
-    fclose(f);
+    if (!in) fclose(f);
     if (why) {
         free(buf);
         cli_fail("cannot read %s: %s", path, why);
@@ -337,6 +378,11 @@ sluice_sampling cli_sampling_default(void)
     return sp;
 }
 
+const char CLI_TEMPLATE_HELP[] =
+    "      --chat-template NAME|FILE  chat template instead of the model's: chatml, a template the\n"
+    "                              model names, or a Jinja file\n"
+    "      --chat-template-file FILE  a Jinja chat template instead of the model's\n";
+
 const char CLI_GRAMMAR_HELP[] =
     "      --grammar GBNF          constrain the output to a GBNF grammar (llama.cpp's syntax, rule root)\n"
     "      --grammar-file FILE     the same, read from FILE\n"
@@ -346,7 +392,24 @@ const char CLI_GRAMMAR_HELP[] =
 void cli_gen_free(cli_model_opts *mo)
 {
     free(mo->constraint_file);
-    mo->constraint_file = NULL;
+    free(mo->template_file);
+    mo->constraint_file = mo->template_file = NULL;
+}
+
+/* --chat-template NAME|FILE (a readable file is read, anything else is a
+ * name: chatml or one the model carries) and --chat-template-file FILE. */
+static int template_option(int opt, const char *arg, cli_model_opts *mo)
+{
+    if (opt == CLI_OPT_CHAT_TEMPLATE && access(arg, R_OK) != 0) {
+        mo->chat_template = arg;
+        return 1;
+    }
+    size_t len;
+    char *buf = cli_read_file(arg, &len);
+    if (!buf) return -1;
+    free(mo->template_file);
+    mo->chat_template = mo->template_file = buf;
+    return 1;
 }
 
 /* --grammar / --json-schema and their file forms: one constraint, the last given. */
@@ -376,10 +439,12 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
     switch (opt) {
     case CLI_OPT_GRAMMAR: case CLI_OPT_GRAMMAR_FILE: case CLI_OPT_JSON_SCHEMA: case CLI_OPT_JSON_SCHEMA_FILE:
         return constraint_option(opt, arg, mo, sp);
+    case CLI_OPT_CHAT_TEMPLATE: case CLI_OPT_CHAT_TEMPLATE_FILE: return template_option(opt, arg, mo);
     case 'm': mo->model_path = arg; return 1;
     case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
     case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH: case CLI_OPT_CACHE_POLICY:
-    case CLI_OPT_TRACE_OUT:
+    case CLI_OPT_TRACE_OUT: case CLI_OPT_FLASH_ATTN: case CLI_OPT_CACHE_TYPE_K: case CLI_OPT_CACHE_TYPE_V:
+    case CLI_OPT_UBATCH: case CLI_OPT_THREADS_BATCH: case CLI_OPT_NO_WARMUP: case CLI_OPT_MLOCK: case CLI_OPT_NO_MMAP:
         return cli_stream_option(opt, arg, &mo->eo);
     case 'c':
         if (cli_parse_int("-c", arg, 0, 1L << 24, &v)) return -1;
@@ -419,7 +484,7 @@ static sluice_options api_options(const cli_model_opts *o, const char *path)
     sluice_options so = sluice_options_default();
     so.model = path;
     so.n_ctx = o->n_ctx;
-    so.threads = o->threads;
+    so.threads = o->threads > 0 ? o->threads : eo->threads; /* -t, else -tb */
     so.n_batch = eo->n_batch;
     so.mem_bytes = eo->mem;
     so.io = eo->io_set ? store_io_name(eo->io) : NULL;
@@ -430,6 +495,7 @@ static sluice_options api_options(const cli_model_opts *o, const char *path)
     so.heat_file = eo->heat_file;
     so.no_heat = eo->no_heat;
     so.pin_bytes = eo->pin;
+    so.chat_template = o->chat_template;
     return so;
 }
 

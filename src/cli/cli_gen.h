@@ -28,6 +28,8 @@ typedef struct {
     engine_opts eo;         /* expert placement: --mem, --io, --pin, --pack ... */
     long fault_countdown;   /* SLUICE_FAULT_READ (tests), for the whole run */
     char *constraint_file;  /* --grammar-file / --json-schema-file text (the sampling points into it) */
+    const char *chat_template; /* --chat-template NAME|FILE, --chat-template-file: Jinja text or a name */
+    char *template_file;    /* the text read for it */
 } cli_model_opts;
 
 typedef struct {
@@ -50,6 +52,8 @@ enum {
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
     CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT,
     CLI_OPT_GRAMMAR, CLI_OPT_GRAMMAR_FILE, CLI_OPT_JSON_SCHEMA, CLI_OPT_JSON_SCHEMA_FILE,
+    CLI_OPT_FLASH_ATTN, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_UBATCH, CLI_OPT_THREADS_BATCH,
+    CLI_OPT_NO_WARMUP, CLI_OPT_MLOCK, CLI_OPT_NO_MMAP, CLI_OPT_CHAT_TEMPLATE, CLI_OPT_CHAT_TEMPLATE_FILE,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -65,7 +69,9 @@ enum {
         {"grammar", required_argument, 0, CLI_OPT_GRAMMAR},                                                  \
         {"grammar-file", required_argument, 0, CLI_OPT_GRAMMAR_FILE},                                        \
         {"json-schema", required_argument, 0, CLI_OPT_JSON_SCHEMA},                                          \
-        {"json-schema-file", required_argument, 0, CLI_OPT_JSON_SCHEMA_FILE}, CLI_STREAM_LONGOPTS
+        {"json-schema-file", required_argument, 0, CLI_OPT_JSON_SCHEMA_FILE},                                \
+        {"chat-template", required_argument, 0, CLI_OPT_CHAT_TEMPLATE},                                      \
+        {"chat-template-file", required_argument, 0, CLI_OPT_CHAT_TEMPLATE_FILE}, CLI_STREAM_LONGOPTS
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
@@ -74,7 +80,14 @@ enum {
         {"verify", no_argument, 0, CLI_OPT_VERIFY}, {"kv", required_argument, 0, CLI_OPT_KV},                 \
         {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                                 \
         {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                                         \
-        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT}
+        {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT},                                               \
+        {"flash-attn", required_argument, 0, CLI_OPT_FLASH_ATTN},                                             \
+        {"cache-type-k", required_argument, 0, CLI_OPT_CACHE_TYPE_K},                                         \
+        {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V},                                         \
+        {"ubatch-size", required_argument, 0, CLI_OPT_UBATCH},                                                \
+        {"threads-batch", required_argument, 0, CLI_OPT_THREADS_BATCH},                                       \
+        {"no-warmup", no_argument, 0, CLI_OPT_NO_WARMUP}, {"mlock", no_argument, 0, CLI_OPT_MLOCK},           \
+        {"no-mmap", no_argument, 0, CLI_OPT_NO_MMAP}
 #define CLI_GEN_SHORTOPTS "m:c:t:b:"
 
 /* Help text for the expert placement flags. */
@@ -94,8 +107,8 @@ void cli_print_notes(const sluice *s, bool verbose);
 int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp);
 /* Releases what cli_gen_option kept (a grammar file's text). */
 void cli_gen_free(cli_model_opts *mo);
-/* Help lines of the grammar flags. */
-extern const char CLI_GRAMMAR_HELP[];
+/* Help lines of the grammar and chat template flags. */
+extern const char CLI_GRAMMAR_HELP[], CLI_TEMPLATE_HELP[];
 /* The sampling defaults of run and chat: llama.cpp's, no token limit. */
 sluice_sampling cli_sampling_default(void);
 
@@ -130,8 +143,9 @@ int cli_parse_float(const char *name, const char *s, float *out);
 json_t *cli_json_text(const char *s, size_t n);
 json_t *cli_json_ids(const int32_t *ids, size_t n);
 
-/* Reads a whole file (at most CLI_MAX_FILE bytes) into a NUL-terminated
- * malloc'd buffer; prints the error and returns NULL on failure. */
+/* Reads a whole file (at most CLI_MAX_FILE bytes; "-": standard input)
+ * into a NUL-terminated malloc'd buffer; prints the error and returns NULL
+ * on failure. */
 enum { CLI_MAX_FILE = 64 << 20 };
 char *cli_read_file(const char *path, size_t *len);
 

@@ -153,7 +153,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
         default:
             bad = cli_stream_option(opt, optarg, &a->eo);
             if (bad == 1) bad = 0;
-            else if (bad == 0) return FAIL("unknown option %s (sluice bench --help)", argv[optind - 1]);
+            else if (bad == 0) {
+                char b[64];
+                return FAIL("unknown option %s (sluice bench --help)", cli_bad_option(argv, b, sizeof b));
+            }
         }
         if (bad) return -1;
     }

@@ -15,7 +15,8 @@ typedef struct {
     const char *prompt, *prompt_file, *prompt_ids, *system, *logits_out, *stats_json;
     long n_predict;
     sluice_sampling sp;
-    bool chat, stats, json, ignore_eos, echo;
+    bool chat, stats, json, ignore_eos, no_escape, verbose;
+    int display; /* --display-prompt 1 / --no-display-prompt 0; -1: when stdout is a terminal */
     const char **stops;
     size_t n_stops;
 } run_args;
@@ -24,10 +25,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sluice run [-m MODEL.gguf] (-p PROMPT | -f FILE | --prompt-ids 1,2,3) [options]\n\n"
-            "Generates text from a prompt, streaming it to stdout.\n\n"
+            "Generates text from a prompt, streaming it to stdout.  Ctrl-C stops the generation, still\n"
+            "prints --stats / --json, and exits 130.\n\n"
             "  -m, --model FILE       GGUF model (default: the bundled models/tinymoe-q8_0.gguf)\n"
             "  -p, --prompt TEXT      prompt text\n"
-            "  -f, --file FILE        read the prompt from FILE\n"
+            "  -f, --file FILE        read the prompt from FILE (-: standard input)\n"
+            "  -e, --escape           process escapes (\\n \\t \\\\ \\xHH ...) in -p, --stop, --system, -r (default)\n"
+            "      --no-escape        take them literally\n"
             "      --prompt-ids IDS   feed these token ids (comma-separated; no tokenization, no BOS)\n"
             "  -n, --n-predict N      generate at most N tokens (default -1: until EOG or the context is full)\n"
             "  -c, --ctx-size N       context size in tokens (default: min(training context, 4096);\n"
@@ -45,19 +49,24 @@ static void usage(FILE *f)
             "%s"
             "      --chat             wrap the prompt in the model's chat template (user turn)\n"
             "      --system TEXT      system message for --chat\n"
+            "%s"
             "      --stop STR         stop when STR appears (not printed); repeatable\n"
+            "  -r, --reverse-prompt STR   the same (llama.cpp's spelling)\n"
             "      --ignore-eos       keep generating through end-of-generation tokens\n"
-            "      --echo             print the prompt (as fed to the model) before the generated text\n"
+            "      --display-prompt   print the prompt (as fed to the model) before the generated text\n"
+            "                         (the default when stdout is a terminal, as llama.cpp; --echo: the same)\n"
+            "      --no-display-prompt   never print it\n"
+            "  -v, --verbose          say where the experts live and the memory plan\n"
             "      --stats            print speed, time to first token and peak memory to stderr\n"
             "      --json             print one JSON object with ids, text and timings instead of text\n"
             "      --stats-json FILE  write the timings and peak RSS as JSON to FILE\n"
             "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n\n%s",
-            CLI_GRAMMAR_HELP, CLI_STREAM_HELP);
+            CLI_GRAMMAR_HELP, CLI_TEMPLATE_HELP, CLI_STREAM_HELP);
 }
 
 enum {
     O_CHAT = CLI_OPT_FIRST_FREE, O_SYSTEM, O_STOP, O_IGNORE_EOS, O_ECHO, O_STATS, O_JSON, O_STATS_JSON,
-    O_LOGITS_OUT, O_PROMPT_IDS
+    O_LOGITS_OUT, O_PROMPT_IDS, O_NO_ESCAPE, O_NO_DISPLAY
 };
 
 static const struct option LONGOPTS[] = {
@@ -66,6 +75,9 @@ static const struct option LONGOPTS[] = {
     {"n-predict", required_argument, 0, 'n'},  {"chat", no_argument, 0, O_CHAT},
     {"system", required_argument, 0, O_SYSTEM}, {"stop", required_argument, 0, O_STOP},
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"echo", no_argument, 0, O_ECHO},
+    {"display-prompt", no_argument, 0, O_ECHO}, {"no-display-prompt", no_argument, 0, O_NO_DISPLAY},
+    {"escape", no_argument, 0, 'e'}, {"no-escape", no_argument, 0, O_NO_ESCAPE},
+    {"reverse-prompt", required_argument, 0, 'r'}, {"verbose", no_argument, 0, 'v'},
     {"stats", no_argument, 0, O_STATS},        {"json", no_argument, 0, O_JSON},
     {"stats-json", required_argument, 0, O_STATS_JSON}, {"logits-out", required_argument, 0, O_LOGITS_OUT},
     {"prompt-ids", required_argument, 0, O_PROMPT_IDS}, {"help", no_argument, 0, 'h'},
@@ -87,11 +99,12 @@ static int parse_args(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->n_predict = -1;
+    a->display = -1;
     a->sp = cli_sampling_default();
     optind = 1;
     opterr = 0;
     int opt, r;
-    while ((opt = getopt_long(argc, argv, ":" CLI_GEN_SHORTOPTS "p:f:n:h", LONGOPTS, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" CLI_GEN_SHORTOPTS "p:f:n:r:evh", LONGOPTS, NULL)) != -1) {
         if ((r = cli_gen_option(opt, optarg, &a->mo, &a->sp))) {
             if (r < 0) return -1;
             continue;
@@ -105,18 +118,25 @@ static int parse_args(int argc, char **argv, run_args *a)
         case O_PROMPT_IDS: a->prompt_ids = optarg; break;
         case O_CHAT: a->chat = true; break;
         case O_SYSTEM: a->system = optarg; break;
-        case O_STOP:
+        case O_STOP: case 'r':
             if (add_stop(a, optarg)) return -1;
             break;
         case O_IGNORE_EOS: a->ignore_eos = true; break;
-        case O_ECHO: a->echo = true; break;
+        case O_ECHO: a->display = 1; break;
+        case O_NO_DISPLAY: a->display = 0; break;
+        case 'e': a->no_escape = false; break;
+        case O_NO_ESCAPE: a->no_escape = true; break;
+        case 'v': a->verbose = true; break;
         case O_STATS: a->stats = true; break;
         case O_JSON: a->json = true; break;
         case O_STATS_JSON: a->stats_json = optarg; break;
         case O_LOGITS_OUT: a->logits_out = optarg; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice run --help)", argv[optind - 1]);
-        default: return FAIL("unknown option %s (sluice run --help)", argv[optind - 1]);
+        default: {
+            char b[64];
+            return FAIL("unknown option %s (sluice run --help)", cli_bad_option(argv, b, sizeof b));
+        }
         }
     }
     if (optind < argc) return FAIL("unexpected argument '%s' (sluice run --help)", argv[optind]);
@@ -124,6 +144,12 @@ static int parse_args(int argc, char **argv, run_args *a)
     if (sources != 1) return FAIL("give exactly one of -p PROMPT, -f FILE or --prompt-ids IDS (sluice run --help)");
     if (a->prompt_ids && a->chat) return FAIL("--chat needs a text prompt, not --prompt-ids");
     if (a->system && !a->chat) return FAIL("--system needs --chat");
+    if (!a->no_escape) { /* the strings are argv's own: unescaped in place */
+        if (a->prompt) cli_unescape((char *)a->prompt);
+        if (a->system) cli_unescape((char *)a->system);
+        for (size_t i = 0; i < a->n_stops; i++) cli_unescape((char *)a->stops[i]);
+    }
+    if (a->display < 0) a->display = isatty(STDOUT_FILENO);
     return 0;
 }
 
@@ -290,7 +316,7 @@ static int run(run_args *a, sluice *s)
     sp.ignore_eos = a->ignore_eos;
     sp.stop = a->stops, sp.n_stop = a->n_stops;
     sluice_callbacks cb = {.user = &ctx, .on_text = on_text, .on_prompt = on_prompt};
-    if (a->echo && !a->json && ptext) fputs(ptext, stdout); /* what the model sees, template included */
+    if (a->display && !a->json && ptext) fputs(ptext, stdout); /* what the model sees, template included */
     struct sigaction stop = {.sa_handler = on_sigint}, old;
     sigaction(SIGINT, &stop, &old);
     char err[1024];
@@ -341,7 +367,7 @@ int cmd_run(int argc, char **argv)
         cli_gen_free(&a.mo);
         return 1;
     }
-    cli_print_notes(s, a.stats);
+    cli_print_notes(s, a.stats || a.verbose);
     int rc = run(&a, s);
     sluice_close(s);
     free(a.stops);

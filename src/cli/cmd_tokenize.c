@@ -177,8 +177,9 @@ int cmd_detokenize(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return free(ids), detokenize_usage(), 0;
         if (!strcmp(a, "--special")) special = true;
         else if (!strcmp(a, "-m") && i + 1 < argc) model = argv[++i];
-        else if (parse_ids(a, &ids, &n, &cap)) return free(ids), cli_fail("detokenize: bad token id list '%s'", a);
+        else if (parse_ids(a, &ids, &n, &cap)) return free(ids), cli_fail("detokenize: bad token id list '%s'", a), 2;
     }
+    if (!n) return free(ids), cli_fail("detokenize: no token ids given (sluice detokenize [-m MODEL] ID[,ID...])"), 2;
     gguf_file *g;
     sl_vocab *v;
     if (open_vocab(model, &g, &v)) return free(ids), 1;

@@ -43,8 +43,17 @@ int main(int argc, char **argv)
         printf("sluice %s\n", SLUICE_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    /* `sluice help CMD` is `sluice CMD --help` */
+    char *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, (char *)"--help", NULL};
+    if (!strcmp(argv[1], "help")) {
+        if (argc < 3) return usage(stdout), 0;
+        argc = 3, argv = help_argv;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
+        if (strcmp(argv[1], COMMANDS[i].name)) continue;
+        int rc = cli_llama_args(argc - 1, argv + 1);
+        return rc ? rc : COMMANDS[i].fn(argc - 1, argv + 1);
+    }
     fprintf(stderr, "sluice: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -189,7 +189,8 @@ static void add_line(char *buf, size_t cap, const char *fmt, ...)
 static const char *fmt_gib(uint64_t b, char *buf, size_t cap)
 {
     if (b >= 1ull << 30) snprintf(buf, cap, "%.2f GiB", (double)b / (1 << 30));
-    else snprintf(buf, cap, "%.1f MiB", (double)b / (1 << 20));
+    else if (b >= 1ull << 20) snprintf(buf, cap, "%.1f MiB", (double)b / (1 << 20));
+    else snprintf(buf, cap, "%.1f KiB", (double)b / (1 << 10)); /* a budget of 1K is not "0.0 MiB" */
     return buf;
 }
 

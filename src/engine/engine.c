@@ -162,6 +162,31 @@ static void warn_idle_flags(sl_engine *e)
     if (e->opts.pin && !e->streaming) note(e, "%s", "--pin has no effect: the experts are in RAM");
 }
 
+/* Settings that are legal but surely not what was meant, said before the
+ * run (before choose_mode sets a budget of its own). */
+static void warn_doubtful(sl_engine *e, const engine_opts *o)
+{
+    char buf[160];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (o->threads > 0 && cpus > 0 && o->threads > cpus) {
+        snprintf(buf, sizeof buf, "%d threads on %ld CPUs", o->threads, cpus);
+        note(e, "%s: more threads than CPUs only adds contention", buf);
+    }
+    int32_t train = model_n_ctx_train(e->model);
+    if (train > 0 && e->n_ctx > train) {
+        snprintf(buf, sizeof buf, "a context of %d tokens is above the model's training context of %d: quality "
+                                  "degrades past it", (int)e->n_ctx, (int)train);
+        note(e, "%s", buf);
+    }
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    if (o->mem && ram && o->mem > ram) {
+        snprintf(buf, sizeof buf, "%.1f GiB > %.1f GiB", (double)o->mem / (1 << 30), (double)ram / (1 << 30));
+        note(e, "the memory budget is above physical RAM (%s): the budget cannot hold", buf);
+    }
+    if (o->mem && !model_expert_layout(e->model))
+        note(e, "%s", "the memory budget has no effect: the model is dense (no routed experts to stream)");
+}
+
 /* ---- heat and the store ---- */
 
 static void open_heat(sl_engine *e, store_config *cfg)
@@ -287,6 +312,7 @@ int engine_open(sl_engine *e, const engine_opts *o, sl_err *err)
             return sl_errf(err, "cannot start %d threads", o->threads);
         }
     }
+    warn_doubtful(e, o);
     choose_mode(e, model_gguf(e->model));
     warn_idle_flags(e);
     e->n_batch = batch_for(e, e->streaming);
