@@ -92,13 +92,14 @@ CODE=1 refused "llama args: a bad --chat-template name (exit 1)" "is neither Jin
 CODE=2 refused "llama args: detokenize with no ids is a usage error" "no token ids given" detokenize -m "$MODEL"
 warned() {
     name=$1 want=$2; shift 2
-    "$BIN" run -m "$MODEL" -p x -n 1 "$@" >/dev/null 2>"$T/err"
+    "$BIN" run -m "$MODEL" -p "Once upon" -n 2 "$@" >/dev/null 2>"$T/err"
     rc=$?
     [ $rc = 0 ] && grep -qF -- "$want" "$T/err" && ok "$name" || notok "$name" "exit $rc: $(head -c 300 "$T/err")"
 }
 warned "llama args: more threads than CPUs is warned" "more threads than CPUs" -t "$(( $(nproc) + 1 ))"
 warned "llama args: a context above the training context is warned" "above the model's training context" -c 4096
-warned "llama args: a budget above physical RAM is warned" "above physical RAM" --mem 64T
+warned "llama args: a budget above physical RAM is warned" "above physical RAM" \
+    --mem "$(awk '/MemTotal/ {print int($2 / 1048576) + 8}' /proc/meminfo)G"
 # Ctrl-C during run: generation stops, --stats are still printed, exit 130
 "$BIN" run -m "$MODEL" -n -1 --ignore-eos --temp 0.8 --seed 1 --stats -p "Once upon a time" >"$T/int.out" 2>"$T/int.err" &
 pid=$!
