@@ -15,6 +15,10 @@ struct draft_model {
     float p_min;
     sl_sampler *smp; /* NULL: greedy */
     sl_cand *q;      /* DRAFT_MAX x n_vocab: the distributions drafts were drawn from */
+    /* cross-vocabulary drafting: the draft reads and writes text */
+    bool xvocab;
+    const sl_vocab *tv; /* the target's vocabulary */
+    char why[512];      /* how the vocabularies differ */
 };
 
 /* ------------------------------------------------------- vocabularies */
@@ -105,7 +109,7 @@ int draft_vocab_compare(const gguf_file *a, const gguf_file *b, char *why, size_
 /* ------------------------------------------------------------- model */
 
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
-                     float p_min, sl_err *err)
+                     float p_min, bool cross, sl_err *err)
 {
     *out = NULL;
     draft_model *dm = calloc(1, sizeof *dm);
@@ -114,15 +118,19 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
         free(dm);
         return -1;
     }
-    char why[512];
-    int r = draft_vocab_compare(model_gguf(target), model_gguf(dm->m), why, sizeof why, err);
-    if (r) {
+    int r = draft_vocab_compare(model_gguf(target), model_gguf(dm->m), dm->why, sizeof dm->why, err);
+    if (r < 0 || (r && !cross)) {
+        if (r > 0) sl_errf(err, "draft %s has another vocabulary than the target: %s", path, dm->why);
         draft_model_free(dm);
-        return r < 0 ? -1 : sl_errf(err, "draft %s has another vocabulary than the target: %s", path, why);
+        return -1;
     }
+    dm->xvocab = r > 0;
+    if (!dm->xvocab) dm->why[0] = 0;
+    dm->tv = model_vocab(target);
     dm->n_vocab = model_n_vocab(dm->m);
     dm->p_min = p_min;
-    dm->cap = (size_t)n_ctx + DRAFT_MAX + 1;
+    /* another tokenizer may need more tokens for the same text */
+    dm->cap = (size_t)n_ctx * (dm->xvocab ? 4 : 1) + DRAFT_MAX + 1;
     session_opts so = {.kv_mode = SL_KV_F32, .n_rollback = DRAFT_MAX + 1, .prefetch = SL_PREFETCH_OFF};
     dm->toks = malloc(dm->cap * sizeof *dm->toks);
     dm->logits = malloc((size_t)dm->n_vocab * sizeof *dm->logits);
@@ -151,12 +159,16 @@ void draft_model_free(draft_model *dm)
 }
 
 const sl_model *draft_model_model(const draft_model *dm) { return dm->m; }
+const char *draft_model_xvocab(const draft_model *dm) { return dm->xvocab ? dm->why : NULL; }
 
 int draft_model_set_sampling(draft_model *dm, const sampler_params *p, sl_err *err)
 {
     sampler_free(dm->smp);
     dm->smp = NULL;
-    if (!p || p->temp <= 0) return 0;
+    /* across vocabularies the draft's distribution says nothing about target
+     * tokens: it proposes its argmax text, and the target tokens it fixes
+     * are point masses */
+    if (!p || p->temp <= 0 || dm->xvocab) return 0;
     sampler_params d = *p;
     d.repeat_penalty = 1, d.frequency_penalty = 0, d.presence_penalty = 0, d.repeat_last_n = 0;
     if (!dm->q && !(dm->q = malloc(sizeof(sl_cand) * (size_t)dm->n_vocab * DRAFT_MAX)))
@@ -195,7 +207,7 @@ static int32_t draw(const sl_cand *c, size_t n, sl_rng *rng)
     return c[n - 1].id;
 }
 
-int draft_model_propose(draft_model *dm, const int32_t *hist, size_t n, int kmax, sl_rng *rng, draft_proposal *p,
+static int propose_same(draft_model *dm, const int32_t *hist, size_t n, int kmax, sl_rng *rng, draft_proposal *p,
                         sl_err *err)
 {
     p->n = 0;
@@ -222,4 +234,93 @@ int draft_model_propose(draft_model *dm, const int32_t *hist, size_t n, int kmax
         if (session_eval(dm->s, &t, 1, dm->logits, false, err)) return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------- across vocabularies */
+
+enum { XV_CONTEXT = 4, XV_EXTRA = 3 };
+
+/* The draft's tokens for the target's sequence HIST: its text, tokenized
+ * with the draft's vocabulary (BOS as the draft's vocabulary asks). */
+static int draft_ids(draft_model *dm, const int32_t *hist, size_t n, int32_t **ids, size_t *nid, sl_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = vocab_detokenize(dm->tv, hist, n, true, false, &text, &len, err);
+    if (!rc) rc = vocab_tokenize(model_vocab(dm->m), text, len, vocab_add_bos(model_vocab(dm->m)), false, ids, nid, err);
+    free(text);
+    return rc;
+}
+
+/* Target tokens that the draft's text PROPOSAL fixes after the last target
+ * tokens CTX[0, NC): the text of CTX followed by PROPOSAL, tokenized by the
+ * target, must start with CTX itself (else the proposal's first bytes would
+ * merge into a token already taken: nothing is fixed); its last token could
+ * still grow with more text, so it is left out. */
+static int fixed_tokens(draft_model *dm, const int32_t *ctx, size_t nc, const char *prop, size_t plen, int kmax,
+                        draft_proposal *p, sl_err *err)
+{
+    char *ct = NULL;
+    size_t cl = 0;
+    int32_t *ids = NULL;
+    size_t ni = 0;
+    int rc = vocab_detokenize(dm->tv, ctx, nc, true, false, &ct, &cl, err);
+    char *all = rc ? NULL : malloc(cl + plen + 1);
+    if (!rc && !all) rc = sl_errf(err, "out of memory");
+    if (!rc) {
+        memcpy(all, ct, cl), memcpy(all + cl, prop, plen);
+        rc = vocab_tokenize(dm->tv, all, cl + plen, false, false, &ids, &ni, err);
+    }
+    if (!rc && ni > nc + 1 && !memcmp(ids, ctx, nc * sizeof *ids)) {
+        for (size_t i = nc; i + 1 < ni && p->n < kmax; i++) {
+            p->ids[p->n] = ids[i], p->q[p->n] = NULL, p->n_q[p->n] = 0, p->kind[p->n] = DRAFT_MODEL;
+            p->n++;
+        }
+    }
+    free(ct), free(all), free(ids);
+    return rc;
+}
+
+/* Text proposals: the draft follows the sequence's text in its own tokens,
+ * drafts greedily a little beyond KMAX target tokens' worth, and the
+ * target tokens its text fixes are proposed.  Failing to tokenize (bytes a
+ * tokenizer refuses) proposes nothing rather than failing the step. */
+static int propose_cross(draft_model *dm, const int32_t *hist, size_t n, int kmax, draft_proposal *p)
+{
+    p->n = 0;
+    sl_err e;
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    if (draft_ids(dm, hist, n, &ids, &nid, &e) || nid == 0 || nid + DRAFT_MAX + XV_EXTRA + 1 > dm->cap) {
+        free(ids);
+        return 0;
+    }
+    int rc = sync(dm, ids, nid, &e);
+    free(ids);
+    if (rc) return 0;
+    int32_t d[DRAFT_MAX + XV_EXTRA];
+    int nd = 0, want = kmax + XV_EXTRA;
+    size_t at = nid;
+    while (nd < want) {
+        int32_t t = sampler_argmax(dm->logits, dm->n_vocab);
+        if (dm->p_min > 0 && top_prob(dm->logits, dm->n_vocab, t) < dm->p_min) break;
+        d[nd++] = t;
+        if (nd == want) break;
+        dm->toks[at++] = t;
+        if (session_eval(dm->s, &t, 1, dm->logits, false, &e)) return 0;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!nd || vocab_detokenize(model_vocab(dm->m), d, (size_t)nd, true, false, &text, &len, &e)) return 0;
+    size_t nc = n < XV_CONTEXT ? n : XV_CONTEXT;
+    fixed_tokens(dm, hist + n - nc, nc, text, len, kmax, p, &e);
+    free(text);
+    return 0;
+}
+
+int draft_model_propose(draft_model *dm, const int32_t *hist, size_t n, int kmax, sl_rng *rng, draft_proposal *p,
+                        sl_err *err)
+{
+    if (dm->xvocab) return propose_cross(dm, hist, n, kmax, p);
+    return propose_same(dm, hist, n, kmax, rng, p, err);
 }

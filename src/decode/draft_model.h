@@ -23,10 +23,18 @@ typedef struct draft_model draft_model;
 int draft_vocab_compare(const gguf_file *a, const gguf_file *b, char *why, size_t cap, sl_err *err);
 
 /* Loads PATH (all in RAM) with a session of N_CTX tokens on POOL (shared
- * with the target: they never run at once).  The vocabulary must be the
- * target's (draft_vocab_compare). */
+ * with the target: they never run at once).  A draft of another
+ * vocabulary (draft_vocab_compare) is an error unless CROSS, which makes it
+ * a cross-vocabulary draft: it reads the sequence as text re-tokenized
+ * with its own vocabulary (rolled back and re-synced to the accepted text
+ * on every proposal), drafts greedily, and proposes only the whole target
+ * tokens its text fixes: the target's tokenization of the last target
+ * tokens' text followed by the draft's text must start with those tokens,
+ * and its last token (which more text could still change) is left out. */
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
-                     float p_min, sl_err *err);
+                     float p_min, bool cross, sl_err *err);
+/* How the vocabularies differ when DM drafts across them, else NULL. */
+const char *draft_model_xvocab(const draft_model *dm);
 void draft_model_free(draft_model *dm);
 const sl_model *draft_model_model(const draft_model *dm);
 /* The sampling chain proposals are drawn with (temp <= 0: argmax). */

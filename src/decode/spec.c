@@ -203,6 +203,7 @@ static int32_t verify_one(spec *sp, sl_sampler *smp, const float *row, const dra
         *kept = true;
         return x;
     }
+    if (sp->o.wrong_rule) return residual_draw(sp, c, nc, NULL, 0, -1); /* = a draw from p: not exact */
     return residual_draw(sp, c, nc, p->q[i], p->n_q[i], x);
 }
 

@@ -34,6 +34,7 @@ typedef struct {
     int32_t k_max;  /* > 0: draft exactly up to this many each step (fixed K); 0: adaptive up to DRAFT_MAX */
     int32_t k_min;  /* fewer drafted tokens than this: a plain step instead (0: 1) */
     uint32_t seed;  /* acceptance draws at temperature > 0 */
+    bool wrong_rule; /* tests only: on rejection draw from p instead of max(0, p - q) (biased) */
 } spec_opts;
 
 typedef struct {

@@ -46,6 +46,7 @@ struct sluice {
     drafter *draft;
     spec *spec;
     spec_stats last_spec;
+    char draft_note[768];
 };
 
 struct sluice_sampler {
@@ -149,9 +150,13 @@ static int open_draft(sluice *s, const sluice_options *o, char *err, size_t cap)
     if (kind == DRAFT_MODEL) {
         draft_model *dm;
         if (draft_model_open(&dm, o->draft, s->eng.model, s->eng.pool, session_n_ctx(s->eng.session), o->draft_p_min,
-                             &e))
+                             true, &e))
             return fail(err, cap, "%s", e.msg);
         drafter_set_model(s->draft, dm);
+        if (draft_model_xvocab(dm))
+            snprintf(s->draft_note, sizeof s->draft_note,
+                     "draft %s has another vocabulary (%s): drafting across vocabularies (text re-tokenized)", o->draft,
+                     draft_model_xvocab(dm));
     }
     spec_opts so = {.k_max = o->draft_max, .k_min = o->draft_min};
     if (spec_create(&s->spec, s->draft, &so, nv, &e)) return fail(err, cap, "%s", e.msg);
@@ -239,6 +244,7 @@ const char *sluice_notes(const sluice *cs, int verbose)
     sluice *s = (sluice *)cs; /* the text is built in the handle's buffer */
     const sl_engine *e = &s->eng;
     snprintf(s->notes, sizeof s->notes, "%s", e->note);
+    if (s->draft_note[0]) add_line(s->notes, sizeof s->notes, "%s", s->draft_note);
     if (!verbose || !e->streaming || e->io == STORE_IO_MMAP) return s->notes;
     char a[32], b[32], c[32], d[32], f[32];
     const mem_plan *p = &e->plan;
@@ -728,7 +734,8 @@ static void draft_json(const sluice *s, json_t *obj)
     if (!s->spec) return;
     const spec_stats *d = &s->last_spec;
     json_t *o = json_object(), *depth = json_array(), *kh = json_array();
-    json_object_set_new(o, "mode", json_string(drafter_name(s->draft)));
+    draft_model *dm = drafter_model(s->draft);
+    json_object_set_new(o, "mode", json_string(dm && draft_model_xvocab(dm) ? "model-xvocab+ngram" : drafter_name(s->draft)));
     json_object_set_new(o, "proposed", json_integer(d->proposed));
     json_object_set_new(o, "accepted", json_integer(d->accepted));
     json_object_set_new(o, "acceptance", json_real(d->proposed ? (double)d->accepted / (double)d->proposed : 0));

@@ -40,7 +40,14 @@ err_case() { # NAME EXPECTED-SUBSTRING ARGS...
     else notok "$name" "$(head -c 200 "$T/e.err")"; fi
 }
 err_case "run --draft-max 17 is an error" "draft-max" run -m "$MODEL" -p hi --draft ngram --draft-max 17
-err_case "run --draft of another vocabulary names the difference" "another vocabulary" \
-    run -m "$MODEL" -p hi --draft tests/fixtures/lean/models/qwen3moe-a3b-lean-Q4_0.gguf
+LEAN=tests/fixtures/lean/models/qwen3-dense-lean-BF16.gguf
+p0=$(py 'print(json.load(open(sys.argv[1]))["results"][0]["prompt"])' "$GOLD")
+"$BIN" run -m "$MODEL" --json --temp 0 -n 64 -p "$p0" --draft "$LEAN" --draft-max 4 >"$T/x.json" 2>"$T/x.err"
+if py 'g = json.load(open(sys.argv[2]))["results"][0]; assert json.load(open(sys.argv[1]))["ids"] == g["generated_ids"]' \
+    "$T/x.json" "$GOLD" 2>"$T/why" && grep -q "another vocabulary (token 2047 differs" "$T/x.err"; then
+    ok "run --draft of another vocabulary: says how they differ, drafts across them, golden output"
+else
+    notok "run --draft of another vocabulary" "$(tail -c 300 "$T/why" "$T/x.err" | tr '\n' ' ')"
+fi
 err_case "run --draft of a missing file is an error" "nonexistent" run -m "$MODEL" -p hi --draft "$T/nonexistent.gguf"
 [ $fails -eq 0 ]
