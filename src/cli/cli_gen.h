@@ -30,6 +30,10 @@ typedef struct {
     char *constraint_file;  /* --grammar-file / --json-schema-file text (the sampling points into it) */
     const char *chat_template; /* --chat-template NAME|FILE, --chat-template-file: Jinja text or a name */
     char *template_file;    /* the text read for it */
+    /* speculative decoding: --draft, --draft-max, --draft-min, --draft-p-min, --ngram-min/max */
+    const char *draft;
+    int32_t draft_max, draft_min, ngram_min, ngram_max;
+    float draft_p_min;
 } cli_model_opts;
 
 typedef struct {
@@ -54,6 +58,7 @@ enum {
     CLI_OPT_GRAMMAR, CLI_OPT_GRAMMAR_FILE, CLI_OPT_JSON_SCHEMA, CLI_OPT_JSON_SCHEMA_FILE,
     CLI_OPT_FLASH_ATTN, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_UBATCH, CLI_OPT_THREADS_BATCH,
     CLI_OPT_NO_WARMUP, CLI_OPT_MLOCK, CLI_OPT_NO_MMAP, CLI_OPT_CHAT_TEMPLATE, CLI_OPT_CHAT_TEMPLATE_FILE,
+    CLI_OPT_DRAFT, CLI_OPT_DRAFT_MAX, CLI_OPT_DRAFT_MIN, CLI_OPT_DRAFT_P_MIN, CLI_OPT_NGRAM_MIN, CLI_OPT_NGRAM_MAX,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -71,7 +76,14 @@ enum {
         {"json-schema", required_argument, 0, CLI_OPT_JSON_SCHEMA},                                          \
         {"json-schema-file", required_argument, 0, CLI_OPT_JSON_SCHEMA_FILE},                                \
         {"chat-template", required_argument, 0, CLI_OPT_CHAT_TEMPLATE},                                      \
-        {"chat-template-file", required_argument, 0, CLI_OPT_CHAT_TEMPLATE_FILE}, CLI_STREAM_LONGOPTS
+        {"chat-template-file", required_argument, 0, CLI_OPT_CHAT_TEMPLATE_FILE}, CLI_DRAFT_LONGOPTS,  \
+        CLI_STREAM_LONGOPTS
+/* Speculative decoding flags (run, chat, bench). */
+#define CLI_DRAFT_LONGOPTS                                                                                    \
+    {"draft", required_argument, 0, CLI_OPT_DRAFT}, {"draft-max", required_argument, 0, CLI_OPT_DRAFT_MAX},   \
+        {"draft-min", required_argument, 0, CLI_OPT_DRAFT_MIN},                                               \
+        {"draft-p-min", required_argument, 0, CLI_OPT_DRAFT_P_MIN},                                           \
+        {"ngram-min", required_argument, 0, CLI_OPT_NGRAM_MIN}, {"ngram-max", required_argument, 0, CLI_OPT_NGRAM_MAX}
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
@@ -92,6 +104,8 @@ enum {
 
 /* Help text for the expert placement flags. */
 extern const char CLI_STREAM_HELP[];
+/* Help text for the drafting flags. */
+extern const char CLI_DRAFT_HELP[];
 
 /* Applies one expert placement flag; same returns as cli_gen_option. */
 int cli_stream_option(int opt, const char *arg, engine_opts *eo);
