@@ -282,6 +282,27 @@ static void test_vocab_mismatch(void)
     t_end();
 }
 
+static void test_budget(void)
+{
+    t_begin("draft: a draft model's RAM is set aside from --mem (noted), and a budget below it is refused");
+    sluice_options o = sluice_options_default();
+    o.model = "models/tinymoe-q8_0.gguf";
+    o.n_ctx = 64;
+    o.no_heat = 1;
+    o.draft = "models/tinydraft-f16.gguf";
+    o.mem_bytes = 8ull << 20;
+    char err[1024];
+    sluice *s = NULL;
+    T_CHECK(sluice_open(&s, &o, err, sizeof err) != 0 && strstr(err, "does not even hold the draft model"), "%s", err);
+    sluice_close(s);
+    s = NULL;
+    o.mem_bytes = 160ull << 20;
+    if (sluice_open(&s, &o, err, sizeof err)) T_CHECK(0, "open: %s", err);
+    else T_CHECK(strstr(sluice_notes(s, 0), "of the memory budget set aside"), "notes: %s", sluice_notes(s, 0));
+    sluice_close(s);
+    t_end();
+}
+
 static void test_api_same_ids(void)
 {
     t_begin("draft: the public API with draft \"ngram\" and a draft model gives the plain ids, and counts drafts");
@@ -332,6 +353,7 @@ int main(void)
 {
     test_ngram_lookup();
     test_vocab_mismatch();
+    test_budget();
     test_api_same_ids();
     static const model_case lean[] = {
         {"deepseek2-dsv3-lean", "tests/fixtures/lean/models/deepseek2-dsv3-lean-Q8_0.gguf", NULL, 24, NULL},

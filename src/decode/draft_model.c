@@ -108,6 +108,30 @@ int draft_vocab_compare(const gguf_file *a, const gguf_file *b, char *why, size_
 
 /* ------------------------------------------------------------- model */
 
+/* Session options of a draft: f32 KV, any prefix of a verification restorable. */
+static session_opts draft_session_opts(void)
+{
+    return (session_opts){.kv_mode = SL_KV_F32, .n_rollback = DRAFT_MAX + 1, .prefetch = SL_PREFETCH_OFF};
+}
+
+static size_t draft_ctx(int32_t n_ctx, bool xvocab) { return (size_t)n_ctx * (xvocab ? 4 : 1) + DRAFT_MAX + 1; }
+
+int draft_model_ram_bytes(const char *path, int32_t n_ctx, int threads, uint64_t *out, sl_err *err)
+{
+    sl_model *m;
+    if (model_load(&m, path, &(model_opts){.dry_run = true}, err)) return -1;
+    const gguf_file *g = model_gguf(m);
+    uint64_t w = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) w += g->tensors[i].nbytes;
+    session_opts so = draft_session_opts();
+    /* the cross-vocabulary context bound: the most it could need */
+    int32_t c = (int32_t)draft_ctx(n_ctx, true);
+    *out = w + session_kv_bytes(m, c, &so) + session_state_total_bytes(m, &so) +
+           session_scratch_bytes(m, c, 0, threads) + (uint64_t)model_n_vocab(m) * (4 + sizeof(sl_cand) * DRAFT_MAX);
+    model_free(m);
+    return 0;
+}
+
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
                      float p_min, bool cross, sl_err *err)
 {
@@ -130,8 +154,8 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
     dm->n_vocab = model_n_vocab(dm->m);
     dm->p_min = p_min;
     /* another tokenizer may need more tokens for the same text */
-    dm->cap = (size_t)n_ctx * (dm->xvocab ? 4 : 1) + DRAFT_MAX + 1;
-    session_opts so = {.kv_mode = SL_KV_F32, .n_rollback = DRAFT_MAX + 1, .prefetch = SL_PREFETCH_OFF};
+    dm->cap = draft_ctx(n_ctx, dm->xvocab);
+    session_opts so = draft_session_opts();
     dm->toks = malloc(dm->cap * sizeof *dm->toks);
     dm->logits = malloc((size_t)dm->n_vocab * sizeof *dm->logits);
     if (!dm->toks || !dm->logits) {

@@ -36,6 +36,10 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
 /* How the vocabularies differ when DM drafts across them, else NULL. */
 const char *draft_model_xvocab(const draft_model *dm);
 void draft_model_free(draft_model *dm);
+/* An upper bound of the RAM a draft model of PATH takes for a target
+ * context of N_CTX tokens on THREADS threads (weights, KV, state, scratch):
+ * what a --mem budget sets aside for it. */
+int draft_model_ram_bytes(const char *path, int32_t n_ctx, int threads, uint64_t *out, sl_err *err);
 const sl_model *draft_model_model(const draft_model *dm);
 /* The sampling chain proposals are drawn with (temp <= 0: argmax). */
 int draft_model_set_sampling(draft_model *dm, const sampler_params *p, sl_err *err);

@@ -8,7 +8,7 @@
 #include "util/clock.h"
 
 enum { PROBE_EVERY = 24 };   /* plain steps between probes once drafting stopped paying */
-enum { PLAIN_EVERY = 32 };   /* drafted steps between plain ones that re-measure a plain step */
+enum { PLAIN_EVERY = 16 };   /* drafted steps between plain ones that re-measure a plain step */
 static const double ACC_DECAY = 0.97; /* acceptance counts halve in about 23 verifications */
 static const double MARGIN = 1.03;    /* drafting must promise this much more than a plain step */
 
@@ -136,7 +136,13 @@ static int choose_k(spec *sp, int room)
     if (kmax > room) kmax = room;
     if (kmax < sp->o.k_min) return 0;
     if (sp->o.k_max > 0) return kmax; /* fixed K */
-    double best = sp->t_plain.n ? 1 / sp->t_plain.v : 0;
+    if (!sp->t_plain.n) return 0; /* measure a plain step first: the yardstick */
+    /* explore K by doubling: no long draft on the strength of priors alone */
+    int explored = 0;
+    for (int k = 1; k <= DRAFT_MAX; k++)
+        if (sp->t_verify[k].n) explored = k;
+    if (kmax > 2 * explored + 2) kmax = 2 * explored + 2;
+    double best = 1 / sp->t_plain.v;
     int bk = 0;
     for (int k = sp->o.k_min; k <= kmax; k++) {
         double t = verify_cost(sp, k) + k * (sp->t_draft.n ? sp->t_draft.v : 0);
@@ -222,7 +228,7 @@ static int plain_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int
     double t0 = sl_now();
     int rc = seq_eval(q, err);
     if (rc == 0) rc = gen_sample(q, smp, e, id, err);
-    ema_add(&sp->t_plain, sl_now() - t0, 0.1);
+    ema_add(&sp->t_plain, sl_now() - t0, 0.25);
     sp->st.k_hist[0]++;
     sp->st.plain_steps++;
     return rc;
@@ -292,6 +298,6 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     }
     double dt = sl_now() - t1;
     sp->st.verify_s += dt;
-    ema_add(&sp->t_verify[p.n], dt, 0.1);
+    ema_add(&sp->t_verify[p.n], dt, 0.25);
     return rc;
 }

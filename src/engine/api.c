@@ -99,8 +99,8 @@ static int kv_mode(const sluice_options *o, sl_kv_mode *out, char *err, size_t c
     return 0;
 }
 
-static int engine_options(const sluice_options *o, const sluice_open_extra *x, engine_opts *eo, char *err,
-                          size_t cap)
+static int engine_options(const sluice_options *o, const sluice_open_extra *x, engine_opts *eo, uint64_t *x_reserve,
+                          char *err, size_t cap)
 {
     if (!o || !o->model) return fail(err, cap, "no model given (sluice_options.model is NULL)");
     *eo = (engine_opts){.model_path = o->model, .n_ctx = o->n_ctx, .threads = o->threads, .n_batch = o->n_batch,
@@ -130,6 +130,19 @@ static int engine_options(const sluice_options *o, const sluice_open_extra *x, e
         if (o->ngram_min < 0 || o->ngram_max < 0 || o->ngram_min > 64 || o->ngram_max > 64)
             return fail(err, cap, "ngram_min and ngram_max must be in [0, 64]");
         eo->n_rollback = DRAFT_MAX; /* a verification keeps any prefix of its K + 1 positions */
+        if (eo->mem && strcmp(o->draft, "ngram") && strcmp(o->draft, "random")) {
+            /* the draft model lives in RAM: the budget is for everything */
+            uint64_t r;
+            sl_err e;
+            int32_t c = eo->n_ctx > 0 ? eo->n_ctx : eo->n_ctx_cap;
+            if (draft_model_ram_bytes(o->draft, c, o->threads > 0 ? o->threads : cpu_physical_cores(), &r, &e))
+                return fail(err, cap, "draft %s: %s", o->draft, e.msg);
+            if (r >= eo->mem)
+                return fail(err, cap, "the memory budget of %llu bytes does not even hold the draft model %s (%llu bytes)",
+                            (unsigned long long)eo->mem, o->draft, (unsigned long long)r);
+            eo->mem -= r;
+            if (x_reserve) *x_reserve = r;
+        }
     }
     return kv_mode(o, &eo->kv_mode, err, cap);
 }
@@ -146,7 +159,10 @@ static char *model_name(const sl_model *m, const char *path)
 /* The drafter and verifier of sluice_options.draft: "ngram", "random"
  * (uniform ids, some past the vocabulary: tests and the economics' worst
  * case) or a draft model's path. */
-static int open_draft(sluice *s, const sluice_options *o, char *err, size_t cap)
+static void add_line(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static const char *fmt_gib(uint64_t b, char *buf, size_t cap);
+
+static int open_draft(sluice *s, const sluice_options *o, uint64_t draft_reserve, char *err, size_t cap)
 {
     int32_t nv = model_n_vocab(s->eng.model);
     drafter_opts d = {.ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .seed = 1234,
@@ -160,8 +176,13 @@ static int open_draft(sluice *s, const sluice_options *o, char *err, size_t cap)
                              true, &e))
             return fail(err, cap, "%s", e.msg);
         drafter_set_model(s->draft, dm);
+        if (draft_reserve) {
+            char b[32];
+            add_line(s->draft_note, sizeof s->draft_note, "draft model: %s of the memory budget set aside for it",
+                     fmt_gib(draft_reserve, b, sizeof b));
+        }
         if (draft_model_xvocab(dm))
-            snprintf(s->draft_note, sizeof s->draft_note,
+            add_line(s->draft_note, sizeof s->draft_note,
                      "draft %s has another vocabulary (%s): drafting across vocabularies (text re-tokenized)", o->draft,
                      draft_model_xvocab(dm));
     }
@@ -179,7 +200,8 @@ int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extr
 {
     *out = NULL;
     engine_opts eo;
-    if (engine_options(o, x, &eo, err, cap)) return -1;
+    uint64_t reserve = 0;
+    if (engine_options(o, x, &eo, &reserve, err, cap)) return -1;
     sluice *s = calloc(1, sizeof *s);
     if (!s) return fail(err, cap, "out of memory");
     double t0 = sl_now();
@@ -199,7 +221,7 @@ int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extr
         sluice_close(s);
         return fail(err, cap, "%s", e.msg);
     }
-    if (o->draft && open_draft(s, o, err, cap)) {
+    if (o->draft && open_draft(s, o, reserve, err, cap)) {
         sluice_close(s);
         return -1;
     }
