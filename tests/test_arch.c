@@ -91,6 +91,9 @@ static const fixture fixtures[] = {
     {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 3.93e-7 / 0 (prompt 3.22e-7) */
     /* qwen35moe F16: prompt 1's logits at 6.07e-5 R (the others ~5e-8) */
     {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
+    /* gpt-oss: sinks, SWA on even layers, YaRN, biases, clamped SwiGLU */
+    {"gpt-oss-20b-F32", false, 1e-6, TIGHT, 0, 2e-6},
+    {"gpt-oss-20b-MXFP4_MOE", false, 1e-6, TIGHT, 0, 2e-6},
 };
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may
