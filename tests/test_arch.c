@@ -67,6 +67,8 @@ static const fixture fixtures[] = {
     {"deepseek2-dsv3-lean-Q8_0", true, 1e-6, 3e-2, 2, 6e-2},   /* 1.05e-2 / 1 of 16 */
     {"llama-mixtral-lean-Q4_0", true, 1e-6, TIGHT, 0, 2e-6},   /* 1.96e-9 / 0 */
     {"llama-kmix-lean-KMIX", true, 1e-6, 2e-2, 9, 4e-2},       /* 5.86e-3 / 6 of 16 */
+    /* the shared gpt-oss MXFP4 fixture, committed verbatim (under 1 MB) */
+    {"gpt-oss-20b-MXFP4_MOE", true, 1e-6, TIGHT, 0, 2e-6}, /* 9.0e-8 / 0 (prompt 4.4e-8) */
     /* shared: the full-vocabulary set */
     {"llama-gqa-F32", false, 1e-6, TIGHT, 0, 2e-6},         /* 1.8e-7 / 0 of 24 */
     {"llama-gqa-Q8_0", false, 1e-6, TIGHT, 0, 2e-6},        /* 3.87e-8 / 0 */
@@ -86,11 +88,13 @@ static const fixture fixtures[] = {
      * from its batched logits of the same 25 tokens by 8.4e-3 R (sluice
      * matches the batch to 1.8e-7) */
     {"llama-imix-IMIX", false, 1e-6, TIGHT, 0, 1e-2}, /* steps 0-7: 1.84e-7 / 0 of 24; near-ties 3.5e-3 R */
-    {"kimi-linear-kda-F32", false, 1e-6, TIGHT, 0, 2e-6},   /* 4.47e-7 / 0 of 24 (prompt 1.88e-7) */
+    {"kimi-linear-kda-F32", false, 1e-6, TIGHT, 0, 2e-6},   /* 4.22e-7 / 0 of 24 (prompt 8.8e-8) */
     {"kimi-linear-kda-F16", false, 1e-6, 1e-3, 9, 2e-3},    /* 3.12e-4 / 6 of 24; greedy split below */
-    {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 3.93e-7 / 0 (prompt 3.22e-7) */
+    {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 4.35e-7 / 0 (prompt 1.91e-7) */
     /* qwen35moe F16: prompt 1's logits at 6.07e-5 R (the others ~5e-8) */
     {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
+    /* gpt-oss: sinks, SWA on even layers, YaRN, biases, clamped SwiGLU */
+    {"gpt-oss-20b-F32", false, 1e-6, TIGHT, 0, 2e-6},       /* 6.0e-7 / 0 (prompt 8.7e-8) */
 };
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may

@@ -744,8 +744,9 @@ static void test_bit_identity(void)
 {
     sl_isa max = kernels_isa_detected();
     sl_pool *p2 = pool_create(2), *p3 = pool_create(3);
-    for (size_t k = 0; k < NQ + 5; k++) {
-        uint32_t t = k < NQ ? QTYPES[k] : k < NQ + 3 ? FTYPES[k - NQ] : k == NQ + 3 ? GGML_TYPE_F16 : GGML_TYPE_BF16;
+    for (size_t k = 0; k < NQ + 6; k++) {
+        uint32_t t = k < NQ ? QTYPES[k] : k < NQ + 3 ? FTYPES[k - NQ] : k == NQ + 3 ? GGML_TYPE_F16
+                                                                     : k == NQ + 4 ? GGML_TYPE_BF16 : GGML_TYPE_F32;
         int vd = k >= NQ + 3;
         char name[128];
         snprintf(name, sizeof name, "bit identity %s%s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t),

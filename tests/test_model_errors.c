@@ -118,6 +118,50 @@ static void recurrent_errors(void)
         expect_load_error(cases[i].name, cases[i].qwen ? q35 : kimi, &cases[i].e, cases[i].needles);
 }
 
+/* gpt-oss: its required keys and tensors, named with the expected shape. */
+static void gpt_oss_errors(void)
+{
+    const char *src = t_shared("models/arch/gpt-oss-20b-F32.gguf");
+    if (!src) {
+        t_skip("gpt-oss load errors", "../shared fixtures not found");
+        return;
+    }
+    static const struct {
+        const char *name;
+        gguf_edit e;
+        const char *needles[4];
+    } cases[] = {
+        {"gpt-oss: missing attention.sliding_window", {.drop_key = "gpt-oss.attention.sliding_window", .new_type = -1},
+         {"missing required key", "'gpt-oss.attention.sliding_window'"}},
+        {"gpt-oss: missing expert_feed_forward_length",
+         {.drop_key = "gpt-oss.expert_feed_forward_length", .new_type = -1},
+         {"missing required key", "'gpt-oss.expert_feed_forward_length'"}},
+        {"gpt-oss: missing attention.layer_norm_rms_epsilon",
+         {.drop_key = "gpt-oss.attention.layer_norm_rms_epsilon", .new_type = -1},
+         {"missing required key", "'gpt-oss.attention.layer_norm_rms_epsilon'"}},
+        {"gpt-oss: missing output.weight (no tied embeddings)", {.drop_tensor = "output.weight", .new_type = -1},
+         {"missing tensor 'output.weight'", "{64, 2048}"}},
+        {"gpt-oss: sinks of the wrong shape", {.edit_tensor = "blk.1.attn_sinks.weight", .ne = {2, 1, 1, 1}, .new_type = -1},
+         {"'blk.1.attn_sinks.weight'", "expected {4}", "got {2"}},
+        {"gpt-oss: missing router bias", {.drop_tensor = "blk.2.ffn_gate_inp.bias", .new_type = -1},
+         {"missing tensor", "'blk.2.ffn_gate_inp.bias'", "{8})"}},
+        {"gpt-oss: missing attention output bias", {.drop_tensor = "blk.0.attn_output.bias", .new_type = -1},
+         {"missing tensor", "'blk.0.attn_output.bias'", "{64})"}},
+        {"gpt-oss: expert bias of the wrong width",
+         {.edit_tensor = "blk.3.ffn_down_exps.bias", .ne = {32, 8, 1, 1}, .new_type = -1},
+         {"'blk.3.ffn_down_exps.bias'", "expected {64, 8}", "got {32, 8"}},
+        {"gpt-oss: expert bias for another expert count",
+         {.edit_tensor = "blk.3.ffn_down_exps.bias", .ne = {64, 4, 1, 1}, .new_type = -1},
+         {"'blk.3.ffn_down_exps.bias'", "4 experts", "expected 8"}},
+        {"gpt-oss: missing expert bias", {.drop_tensor = "blk.1.ffn_up_exps.bias", .new_type = -1},
+         {"missing tensor", "'blk.1.ffn_up_exps.bias'", "{64, 8}"}},
+        {"gpt-oss: expert bias not f32", {.edit_tensor = "blk.0.ffn_gate_exps.bias", .new_type = 1 /* f16 */},
+         {"'blk.0.ffn_gate_exps.bias'", "f16", "must be f32"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_load_error(cases[i].name, src, &cases[i].e, cases[i].needles);
+}
+
 int main(void)
 {
     (void)t_skip;
@@ -178,6 +222,7 @@ int main(void)
         t_skip("missing required key (deepseek2 kv_lora_rank)", "../shared fixtures not found");
     }
     recurrent_errors();
+    gpt_oss_errors();
     t_begin("nonexistent file");
     {
         sl_model *m = NULL;

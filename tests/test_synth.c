@@ -196,9 +196,44 @@ static void want_qwen35(want_list *w, const synth_shape *s, int64_t n_vocab)
     }
 }
 
+/* src/models/openai-moe-iswa.cpp / llama-model.cpp LLM_ARCH_OPENAI_MOE: every bias, the sinks */
+static void want_gpt_oss(want_list *w, const synth_shape *s, int64_t n_vocab)
+{
+    int64_t E = s->n_embd, q = (int64_t)s->n_head * s->head_dim, kv = (int64_t)s->n_head_kv * s->head_dim;
+    int64_t F = s->n_ff_exp, X = s->n_expert;
+    want(w, -1, "token_embd.weight", 2, E, n_vocab, 1);
+    want(w, -1, "output_norm.weight", 1, E, 1, 1);
+    want(w, -1, "output.weight", 2, E, n_vocab, 1);
+    for (int i = 0; i < (int)s->n_layer; i++) {
+        want(w, i, "attn_norm.weight", 1, E, 1, 1);
+        want(w, i, "post_attention_norm.weight", 1, E, 1, 1);
+        want(w, i, "attn_q.weight", 2, E, q, 1);
+        want(w, i, "attn_k.weight", 2, E, kv, 1);
+        want(w, i, "attn_v.weight", 2, E, kv, 1);
+        want(w, i, "attn_output.weight", 2, q, E, 1);
+        want(w, i, "attn_sinks.weight", 1, s->n_head, 1, 1);
+        want(w, i, "ffn_gate_inp.weight", 2, E, X, 1);
+        want(w, i, "ffn_gate_exps.weight", 3, E, F, X);
+        want(w, i, "ffn_down_exps.weight", 3, F, E, X);
+        want(w, i, "ffn_up_exps.weight", 3, E, F, X);
+        want(w, i, "attn_q.bias", 1, q, 1, 1);
+        want(w, i, "attn_k.bias", 1, kv, 1, 1);
+        want(w, i, "attn_v.bias", 1, kv, 1, 1);
+        want(w, i, "attn_output.bias", 1, E, 1, 1);
+        want(w, i, "ffn_gate_inp.bias", 1, X, 1, 1);
+        want(w, i, "ffn_gate_exps.bias", 2, F, X, 1);
+        want(w, i, "ffn_down_exps.bias", 2, E, X, 1);
+        want(w, i, "ffn_up_exps.bias", 2, F, X, 1);
+    }
+}
+
 static void want_for(want_list *w, const synth_shape *s, int64_t n_vocab)
 {
     w->n = 0;
+    if (s->family == SYNTH_GPT_OSS) {
+        want_gpt_oss(w, s, n_vocab);
+        return;
+    }
     if (s->family == SYNTH_QWEN3MOE) want_qwen3moe(w, s, n_vocab);
     else if (s->family == SYNTH_KIMI_LINEAR) want_kimi(w, s, n_vocab);
     else if (s->family == SYNTH_QWEN35MOE) want_qwen35(w, s, n_vocab);
@@ -269,6 +304,10 @@ static const char *const TINY_QWEN35[] = {
     "n_layer", "4", "n_expert", "8", "n_expert_used", "2", "n_embd", "256", "n_head", "4", "n_head_kv", "2",
     "head_dim", "64", "n_rot", "16", "ssm_groups", "2", "ssm_vheads", "4", "ssm_state", "64", "n_ff_exp", "256",
     "n_ff_shexp", "256", NULL};
+
+static const char *const TINY_GPT_OSS[] = {"n_layer", "3", "n_expert", "8", "n_expert_used", "2", "n_embd", "256",
+                                           "n_head", "4", "n_head_kv", "2", "head_dim", "64", "n_ff_exp", "256",
+                                           "n_swa", "8", NULL};
 
 /* ---- checks on a plan ---- */
 
@@ -347,6 +386,7 @@ static uint64_t bad_scales(const gguf_tensor *t, const uint8_t *d)
         for (uint64_t i = 0; i < n; i += 144) bad += !f16_ok(d + i, false) + !f16_ok(d + i + 2, false);
         break;
     case GGML_TYPE_Q6_K: for (uint64_t i = 0; i < n; i += 210) bad += !f16_ok(d + i + 208, false); break;
+    case GGML_TYPE_MXFP4: for (uint64_t i = 0; i < n; i += 17) bad += d[i] == 0xff; break; /* E8M0 NaN */
     default: bad++;
     }
     return bad;
@@ -396,6 +436,11 @@ static void moments(const gguf_tensor *t, const uint8_t *d, double *s1, double *
                     y[128 * h + l + 96] = dd * sc[is + 6] * (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
                 }
             n = 256;
+        } else if (t->type == GGML_TYPE_MXFP4) { /* e8m0 scale, twice the e2m1 values */
+            static const int kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+            float dd = ldexpf(1.0f, b[0] - 128);
+            for (int j = 0; j < 16; j++) y[j] = dd * kv[b[1 + j] & 15], y[j + 16] = dd * kv[b[1 + j] >> 4];
+            n = 32;
         } else if (t->type == GGML_TYPE_Q5_0) {
             float dd = half(b);
             uint32_t qh;
@@ -435,10 +480,12 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
     REQ("context_length", s->n_ctx_train), REQ("embedding_length", s->n_embd), REQ("block_count", s->n_layer);
     REQ("attention.head_count", s->n_head), REQ("expert_count", s->n_expert);
     REQ("expert_used_count", s->n_expert_used), REQ("expert_feed_forward_length", s->n_ff_exp);
-    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE) {
+    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE || s->family == SYNTH_GPT_OSS) {
         REQ("attention.head_count_kv", s->n_head_kv), REQ("attention.key_length", s->head_dim);
         REQ("attention.value_length", s->head_dim);
     }
+    if (s->family == SYNTH_GPT_OSS)
+        REQ("attention.sliding_window", s->n_swa), REQ("rope.scaling.original_context_length", s->yarn_orig_ctx);
     if (s->family == SYNTH_QWEN35MOE) {
         REQ("rope.dimension_count", s->n_rot), REQ("expert_shared_feed_forward_length", s->n_ff_shexp);
         REQ("ssm.conv_kernel", s->ssm_conv), REQ("ssm.state_size", s->ssm_state);
@@ -523,6 +570,7 @@ static void check_file(const char *path, const synth_config *c, const gguf_file 
         uint64_t cnt;
         moments(t, d, &s1, &s2, &cnt);
         bool decay = strlen(t->name) > 5 && !strcmp(t->name + strlen(t->name) - 5, "ssm_a"); /* negative by design */
+        decay |= strlen(t->name) > 5 && !strcmp(t->name + strlen(t->name) - 5, ".bias"); /* N(0, 0.05^2) */
         if (cnt && t->n_dims > 1 && strcmp(t->name, "token_embd.weight") && !decay) {
             double sd = sqrt(s2 / cnt), want_sd = spec_gain(s->family, t->name) / sqrt((double)t->ne[0]);
             T_CHECK(sd > 0.8 * want_sd && sd < 1.25 * want_sd, "%s: std %.4g, want ~%.4g (N(0, 1/fan_in))",
@@ -733,6 +781,10 @@ int main(void)
     tiny_model("synth tiny kimi-linear q4_K (fallbacks)", "kimi-linear-48b-a3b", TINY_KIMI_LINEAR, GGML_TYPE_Q4_K, 0);
     tiny_model("synth tiny qwen35moe q8_0 (skew 1)", "qwen3.5-35b-a3b", TINY_QWEN35, GGML_TYPE_Q8_0, 1.0);
     tiny_model("synth tiny qwen35moe q4_K", "qwen3.5-35b-a3b", TINY_QWEN35, GGML_TYPE_Q4_K, 0);
+    real_shape_plan("gpt-oss-120b", "synth plan: gpt-oss-120b real shape = llama.cpp gpt-oss tensors, mxfp4 experts",
+                    NULL, GGML_TYPE_Q8_0);
+    tiny_model("synth tiny gpt-oss (mxfp4 experts, q8_0, skew 1)", "gpt-oss-120b", TINY_GPT_OSS, GGML_TYPE_Q8_0, 1.0);
+    tiny_model("synth tiny gpt-oss --type mxfp4 (the rest q8_0)", "gpt-oss-120b", TINY_GPT_OSS, GGML_TYPE_MXFP4, 0);
     determinism();
     static const char *const q64[] = {"n_layer", "2", "n_expert", "64", "n_embd", "256", "n_head", "4",
                                       "n_head_kv", "2", "head_dim", "64", "n_ff_exp", "32", NULL};

@@ -18,8 +18,10 @@
  * Everything else is sized from the model's own expert count. */
 enum { MOE_MAX_EXPERTS = 32768 };
 
-/* Router gating, numbered as llama.cpp's llama_expert_gating_func_type. */
-typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2 } gating_func;
+/* Router gating, numbered as llama.cpp's llama_expert_gating_func_type.
+ * SOFTMAX_WEIGHT (gpt-oss): top-k on the raw logits, weights = softmax
+ * over the k selected logits. */
+typedef enum { GATING_SOFTMAX = 1, GATING_SIGMOID = 2, GATING_SOFTMAX_WEIGHT = 3 } gating_func;
 
 /* Hyperparameters, read as llama.cpp reads them (names follow llama_hparams). */
 typedef struct {
@@ -37,6 +39,14 @@ typedef struct {
     float expert_weights_scale;
     bool expert_weights_norm;
     gating_func gating;
+    /* routed experts' activation: SwiGLU, or gpt-oss's clamped variant
+     * min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, +-limit) + 1) */
+    bool swiglu_oai;
+    float swiglu_alpha, swiglu_limit;
+
+    /* sliding-window attention: a query sees the n_swa newest positions
+     * (itself included) on the layers the arch's cache hook marks */
+    int32_t n_swa;
 
     /* MLA (deepseek2) */
     int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
@@ -66,6 +76,7 @@ typedef struct {
     sl_mat wq, wk, wv, wqkv, wo;
     const float *bq, *bk, *bv, *bqkv, *bo;
     const float *q_norm, *k_norm;
+    const float *attn_sinks; /* per head: a logit that joins the softmax denominator only (gpt-oss) */
 
     /* MLA attention */
     sl_mat wq_a, wq_b, wkv_a, wk_b, wv_b;
@@ -80,12 +91,17 @@ typedef struct {
      * (type and shape; data comes from the provider per expert). */
     bool moe;
     sl_mat router;
+    const float *router_b; /* router bias (gpt-oss), or NULL */
     const float *exp_probs_b;
     sl_mat x_gate, x_up, x_down;
     int part_gate, part_up, part_down; /* index in expert_view.parts, -1 if absent */
     /* byte offset of up in its part: a fused ffn_gate_up_exps part holds
      * gate's n_ff rows, then up's (part_gate == part_up) */
     size_t off_up;
+    /* per-expert biases {n, n_expert} as parts of the expert (gpt-oss's
+     * ffn_{gate,up,down}_exps.bias, f32): valid when exp_bias is set */
+    bool exp_bias;
+    int part_gate_b, part_up_b, part_down_b;
 
     /* linear attention (kda.c, gdn.c): conv taps {d_conv, channels} in f32
      * (KDA: one per q, k, v; GDN: [0] over all channels), decay A < 0 and
@@ -212,6 +228,9 @@ int bind_f32(sl_model *m, const float **v, int il, const char *name, const int64
  * records its geometry in x and its part index (from the expert layout). */
 int bind_experts(sl_model *m, sl_mat *x, int *part, int il, const char *name, int64_t ne0, int64_t ne1, int flags,
                  sl_err *err);
+/* The same for a per-expert vector {n, n_expert} (expert biases), which
+ * must be f32: records its part index. */
+int bind_expert_vec(sl_model *m, int *part, int il, const char *name, int64_t n, sl_err *err);
 /* token_embd, output_norm and output (tied to token_embd when absent). */
 int bind_io(sl_model *m, sl_err *err);
 
@@ -227,5 +246,6 @@ int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */
 extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2, arch_kimi_linear, arch_qwen35moe;
+extern const arch_ops arch_gpt_oss;
 
 #endif

@@ -22,6 +22,39 @@ static void swiglu_rows(float *h, const float *g, const float *u, int64_t rows, 
     for (int64_t r = 0; r < rows; r++) op_swiglu(h + r * n_ff, g + r * n_ff, u + r * n_ff, n_ff);
 }
 
+/* gpt-oss's clamped SwiGLU as ggml_compute_forward_swiglu_oai_f32 computes
+ * it: scalar, libm expf, x / (1 + e^(alpha * -x)) * (y + 1). */
+static void swiglu_oai_rows(float *h, const float *g, const float *u, int64_t n, float alpha, float limit)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = limit < g[i] ? limit : g[i];
+        float y = u[i] < -limit ? -limit : limit < u[i] ? limit : u[i];
+        float glu = x / (1.f + expf(alpha * (-x)));
+        h[i] = glu * (y + 1.f);
+    }
+}
+
+/* An expert's bias of part PART (f32 slice of its view). */
+static const float *expert_bias(const expert_view *v, int part) { return (const float *)v->parts[part]; }
+
+/* The routed experts' activation over ROWS rows of n_ff: h = act(g, u). */
+static void expert_act(const hparams *hp, bool gate, float *h, const float *g, const float *u, int64_t rows,
+                       int64_t n_ff)
+{
+    if (gate && hp->swiglu_oai) swiglu_oai_rows(h, g, u, rows * n_ff, hp->swiglu_alpha, hp->swiglu_limit);
+    else if (gate) swiglu_rows(h, g, u, rows, n_ff);
+    else
+        for (int64_t i = 0; i < rows * n_ff; i++) h[i] = op_silu(u[i]);
+}
+
+/* Adds expert V's gate and up biases to its N rows (ggml_add_id). */
+static void expert_bias_in(const layer_w *L, const expert_view *v, float *g, float *u, int n, int64_t n_ff)
+{
+    if (!L->exp_bias) return;
+    add_bias(u, expert_bias(v, L->part_up_b), n, n_ff);
+    if (L->part_gate >= 0) add_bias(g, expert_bias(v, L->part_gate_b), n, n_ff);
+}
+
 int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat *down, const float *bg,
               const float *bu, const float *bd, const float *xn, int T, float *out, sl_err *err)
 {
@@ -108,7 +141,7 @@ void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids,
     unsigned char *taken = (unsigned char *)(gscore + G), *gtaken = taken + E;
     if (hp->gating == GATING_SIGMOID)
         for (int e = 0; e < E; e++) probs[e] = 1.f / (1.f + expf(-probs[e]));
-    else
+    else if (hp->gating == GATING_SOFTMAX)
         op_softmax(probs, E);
     for (int e = 0; e < E; e++) sel[e] = L->exp_probs_b ? probs[e] + L->exp_probs_b[e] : probs[e];
     if (G > 1) limit_groups(hp, sel, gscore, gtaken);
@@ -120,6 +153,7 @@ void moe_route(const hparams *hp, const layer_w *L, float *logits, int32_t *ids,
         ids[k] = e;
         w[k] = probs[e];
     }
+    if (hp->gating == GATING_SOFTMAX_WEIGHT) op_softmax(w, K); /* over the selected logits */
     if (hp->expert_weights_norm) {
         double sum = 0.0;
         for (int k = 0; k < K; k++) sum += (double)w[k];
@@ -202,17 +236,15 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     float *out[2] = {u, g};
     size_t stride[2] = {(size_t)n_ff, (size_t)n_ff};
     matmul_multi(s, L->part_gate >= 0 ? 2 : 1, w, x, out, stride);
-    if (L->part_gate >= 0) {
-        swiglu_rows(h, g, u, n, n_ff);
-    } else {
-        for (int64_t i = 0; i < (int64_t)n * n_ff; i++) h[i] = op_silu(u[i]);
-    }
+    expert_bias_in(L, v, g, u, n, n_ff);
+    expert_act(&s->m->hp, L->part_gate >= 0, h, g, u, n, n_ff);
     sl_mat wd = expert_mat(&L->x_down, v, L->part_down, 0);
     if (act_prepare(&s->act[ACT_C], wd.type, h, n_ff, n, (size_t)n_ff, s->pool, err)) return -1;
     const sl_mat *wdp = &wd;
     const sl_act *xd = &s->act[ACT_C];
     size_t sd = (size_t)n_embd;
     matmul_multi(s, 1, &wdp, &xd, &d, &sd);
+    if (L->exp_bias) add_bias(d, expert_bias(v, L->part_down_b), n, n_embd);
     for (int j = 0; j < n; j++) memcpy(y + (size_t)sl[j] * n_embd, d + (size_t)j * n_embd, sizeof(float) * n_embd);
     return 0;
 }
@@ -274,9 +306,9 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
         row += n;
     }
     matmul_many(jobs, nj, s->pool);
-    if (gate) swiglu_rows(h, g, u, rows, n_ff);
-    else
-        for (int64_t k = 0; k < (int64_t)rows * n_ff; k++) h[k] = op_silu(u[k]);
+    for (int i = i0, r0 = 0; L->exp_bias && i < i1; r0 += r->count[r->list[i]], i++)
+        expert_bias_in(L, &b->v[i], g + (size_t)r0 * n_ff, u + (size_t)r0 * n_ff, r->count[r->list[i]], n_ff);
+    expert_act(&s->m->hp, gate, h, g, u, rows, n_ff);
     sl_act *xd = &s->act[ACT_C];
     if (act_prepare(xd, L->x_down.type, h, n_ff, rows, (size_t)n_ff, s->pool, err)) return -1;
     row = nj = 0;
@@ -296,6 +328,7 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
     for (int i = i0; i < i1; i++) {
         int e = r->list[i], n = r->count[e];
         const int32_t *sl = r->slots + r->start[e];
+        if (L->exp_bias) add_bias(d + (size_t)row * n_embd, expert_bias(&b->v[i], L->part_down_b), n, n_embd);
         for (int j = 0; j < n; j++)
             memcpy(b->y + (size_t)sl[j] * n_embd, d + (size_t)(row + j) * n_embd, sizeof(float) * n_embd);
         row += n;
@@ -353,7 +386,7 @@ static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, 
     r->fill = r->start + E;
     void *work = r->fill + E;
     r->T = T, r->K = K, r->E = E;
-    if (linear(s, &s->act[ACT_A], &L->router, NULL, xn, T, logits, err)) return -1;
+    if (linear(s, &s->act[ACT_A], &L->router, L->router_b, xn, T, logits, err)) return -1;
     for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, r->ids + t * K, r->w + t * K, work);
     group_by_expert(r);
     return 0;

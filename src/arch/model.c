@@ -17,7 +17,7 @@
 enum { MAX_LAYERS = 512, MAX_DIM = 1 << 20 };
 
 static const arch_ops *const all_archs[] = {&arch_llama, &arch_qwen3, &arch_qwen3moe, &arch_deepseek2,
-                                            &arch_kimi_linear, &arch_qwen35moe};
+                                            &arch_kimi_linear, &arch_qwen35moe, &arch_gpt_oss};
 
 /* ---------------------------------------------------------------- keys */
 
@@ -263,6 +263,24 @@ int bind_experts(sl_model *m, sl_mat *x, int *part, int il, const char *name, in
     x->ne0 = ne0;
     x->ne1 = ne1;
     x->row_bytes = (size_t)ggml_row_bytes(t->type, (uint64_t)ne0);
+    return 0;
+}
+
+int bind_expert_vec(sl_model *m, int *part, int il, const char *name, int64_t n, sl_err *err)
+{
+    char full[160];
+    tensor_name(full, sizeof full, il, name);
+    const gguf_tensor *t;
+    const int64_t ne[2] = {n, m->hp.n_expert};
+    *part = -1;
+    if (find_checked(m, &t, full, ne, 2, 0, err)) return -1;
+    if (t->type != GGML_TYPE_F32)
+        return sl_errf(err, "%s: tensor '%s' has type %s; expert biases must be f32", m->g->path, full,
+                       ggml_type_name(t->type));
+    const expert_layer *L = m->xl.layer ? &m->xl.layer[il] : NULL;
+    for (int p = 0; L && p < L->n_parts; p++)
+        if (L->part_kind[p] >= 0 && !strcmp(EXPERT_PART_NAMES[L->part_kind[p]], name)) *part = p;
+    if (*part < 0) return sl_errf(err, "%s: '%s' is not in the expert layout", m->g->path, full);
     return 0;
 }
 

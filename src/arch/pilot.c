@@ -158,7 +158,7 @@ static int predict(sl_session *s, int j, const float *x, int T, int32_t *ids, sl
     float *w = scr_get(s, SCR_P_W, (size_t)K * sizeof(float) + moe_route_work_bytes(hp), err);
     if (!xn || !logits || !w) return -1;
     norm_rows(xn, x, L->ffn_norm, T, hp->n_embd, hp->rms_eps);
-    if (linear(s, &s->act[ACT_P], &L->router, NULL, xn, T, logits, err)) return -1;
+    if (linear(s, &s->act[ACT_P], &L->router, L->router_b, xn, T, logits, err)) return -1;
     for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, ids + (size_t)t * K, w, w + K);
     return 0;
 }

@@ -27,14 +27,16 @@ static void usage(FILE *f)
             "  Writes a GGUF with a real MoE architecture's shapes and metadata, a real\n"
             "  tokenizer and random well-formed quantised weights; llama.cpp loads it too.\n"
             "  --like SHAPE        qwen3-30b-a3b | deepseek-v2-lite | kimi-k2-scaled |\n"
-            "                      kimi-linear-48b-a3b | qwen3.5-35b-a3b\n"
+            "                      kimi-linear-48b-a3b | qwen3.5-35b-a3b | gpt-oss-120b\n"
             "  -o, --output FILE   written as FILE.partial, renamed when complete\n"
             "  --layers N          number of layers\n"
             "  --experts N         routed experts per layer (experts used capped at N)\n"
             "  --used N            experts used per token\n"
             "  --embd N            hidden size (default: the real one)\n"
             "  --set FIELD=VALUE   any other shape field, e.g. n_ff_exp=256 (docs/SYNTH.md)\n"
-            "  --type T            weights: q4_K (default), q6_K, q8_0, q5_0, q4_0, f16\n"
+            "  --type T            weights: q4_K (default), q6_K, q8_0, q5_0, q4_0, f16, mxfp4\n"
+            "                      (mxfp4: experts mxfp4, the rest q8_0, as MXFP4_MOE;\n"
+            "                      gpt-oss experts are always mxfp4, as released)\n"
             "  --dense-type T      attention, dense FFN, shared experts (default: --type)\n"
             "  --vocab FILE        GGUF to copy tokenizer.* from (default: ../shared/vocab,\n"
             "                      else the bundled models/tinymoe-q8_0.gguf)\n"
@@ -129,7 +131,7 @@ static int build_config(const opts *o, synth_config *c)
     sl_err err;
     memset(c, 0, sizeof *c);
     if (!o->like) return cli_fail("--like is required (qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled, kimi-linear-48b-a3b, "
-                                     "qwen3.5-35b-a3b)");
+                                     "qwen3.5-35b-a3b, gpt-oss-120b)");
     if (synth_shape_preset(o->like, &c->shape, &err)) return cli_fail("%s", err.msg);
     synth_shape *s = &c->shape;
     if ((o->layers >= 0 && set_field(s, "n_layer", o->layers, &err)) ||
@@ -172,6 +174,7 @@ static const char *default_vocab(const char *like, char *buf, size_t cap)
      * Qwen3.5 Qwen3's */
     const char *file = !strcmp(like, "qwen3-30b-a3b") || !strcmp(like, "qwen3.5-35b-a3b") ? "qwen3.gguf"
                        : !strcmp(like, "deepseek-v2-lite")                                ? "ggml-vocab-deepseek-llm.gguf"
+                       : !strcmp(like, "gpt-oss-120b")                                    ? "gpt-oss.gguf"
                                                                                           : "deepseek-v3.gguf";
     const char *env = getenv("SLUICE_SHARED");
     if (env && *env) {

@@ -99,6 +99,9 @@ void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float ep
 void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps);
 /* In-place softmax over n values, max-subtracted. */
 void op_softmax(float *x, int64_t n);
+/* The same with an attention sink: *SINK (if not NULL) joins the
+ * denominator as one more logit without a value (gpt-oss). */
+void op_softmax_sink(float *x, int64_t n, const float *sink);
 /* out = silu(g) * u (on the detected SIMD path) */
 void op_swiglu(float *out, const float *g, const float *u, int64_t n);
 /* The same on path ISA (clamped to the detected one); every path gives the

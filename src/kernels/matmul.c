@@ -29,6 +29,37 @@ static float dot_f32(const void *w, const void *a, int64_t n)
     return kq_tree16(l);
 }
 
+/* ggml_vec_dot_f32 as GCC compiles it for AVX-512 (what llama.cpp's
+ * mul_mat_id uses for F32 experts): 4 x 16 fused lanes over 64-blocks,
+ * folded (0+2, 1+3, then 0+1) and reduced as _mm512_reduce_add_ps; the
+ * tail's groups of 8 and 4 as rounded products added in order, the rest
+ * fused. */
+static float dot_f32_vd(const void *w, const void *a, int64_t n)
+{
+    const float *x = w, *y = a;
+    int64_t np = n & ~(int64_t)63;
+    float acc[4][16] = {{0}};
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    float sum = 0.0f;
+    if (np) {
+        for (int l = 0; l < 16; l++) {
+            acc[0][l] += acc[2][l];
+            acc[1][l] += acc[3][l];
+        }
+        for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+        float h[8], q[4];
+        for (int l = 0; l < 8; l++) h[l] = acc[0][l + 8] + acc[0][l];
+        for (int l = 0; l < 4; l++) q[l] = h[l + 4] + h[l];
+        sum = (q[0] + q[2]) + (q[1] + q[3]);
+    }
+    int64_t c = n - np, plain = (c & ~7) + ((c & 7) >= 4 ? 4 : 0), i = np;
+    for (; i < np + plain; i++) sum = sum + x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
 static float dot_f16(const void *w, const void *a, int64_t n)
 {
     const uint16_t *x = w, *y = a;
@@ -389,6 +420,7 @@ void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     dot_fn dot = dot_for(w->type);
     if (w->order == SL_ORDER_VEC_DOT && w->type == GGML_TYPE_F16) dot = dot_f16_vd;
     if (w->order == SL_ORDER_VEC_DOT && w->type == GGML_TYPE_BF16) dot = dot_bf16_vd;
+    if (w->order == SL_ORDER_VEC_DOT && w->type == GGML_TYPE_F32) dot = dot_f32_vd;
     for (int64_t t = 0; t < x->rows; t++) {
         const char *a = (const char *)x->data + (size_t)t * x->row_bytes;
         for (int64_t r = r0; r < r1; r++)

@@ -515,6 +515,7 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
         if (w->order == SL_ORDER_VEC_DOT) return 0;
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_F32:
+        if (w->order == SL_ORDER_VEC_DOT) return 0; /* scalar dot_f32_vd */
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:

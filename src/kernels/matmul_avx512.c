@@ -989,6 +989,7 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_BF16:
         return kq_rows_bf16_avx512(w, x, y, y_stride, r0, r1, kq_cpu_has_avx512bf16());
     case GGML_TYPE_F32:
+        if (w->order == SL_ORDER_VEC_DOT) return 0; /* scalar dot_f32_vd */
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
         return 0;

@@ -89,10 +89,15 @@ void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, 
     for (; r < rows; r++) op_rms_norm(out + r * n, x + r * n, w, n, eps);
 }
 
-void op_softmax(float *x, int64_t n)
+void op_softmax(float *x, int64_t n) { op_softmax_sink(x, n, NULL); }
+
+/* ggml_compute_forward_soft_max_f32 with a sink: the sink's logit raises
+ * the maximum and adds libm expf(sink - max) to the double sum. */
+void op_softmax_sink(float *x, int64_t n, const float *sink)
 {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    if (sink && *sink > max) max = *sink;
     double sum = 0.0;
     int64_t i = 0;
     for (; i + 15 < n; i += 16) {
@@ -104,6 +109,7 @@ void op_softmax(float *x, int64_t n)
         x[i] = expf(x[i] - max);
         sum += (double)x[i];
     }
+    if (sink) sum += (double)expf(*sink - max);
     float inv = (float)(1.0 / sum);
     for (i = 0; i < n; i++) x[i] *= inv;
 }

@@ -83,7 +83,7 @@ static int add(synth_job *j, synth_role role, int32_t layer, uint32_t type, cons
 bool synth_role_f32(synth_role r)
 {
     return r == SYNTH_NORM || r == SYNTH_ROUTER || r == SYNTH_PROBS_B || r == SYNTH_CONV || r == SYNTH_SSM_A ||
-           r == SYNTH_DT_BIAS;
+           r == SYNTH_DT_BIAS || r == SYNTH_BIAS;
 }
 
 #define NORM(L, name, n) add(j, SYNTH_NORM, L, 0, name, 1, n, 1, 1, err)
@@ -214,6 +214,28 @@ static int plan_qwen35_layer(synth_job *j, int32_t L, sl_err *err)
     return plan_moe_ffn(j, L, err);
 }
 
+/* gpt-oss, as conversion/gpt_oss.py writes it: biases everywhere, sinks,
+ * post_attention_norm, a router bias and per-expert biases. */
+static int plan_gpt_oss_layer(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type, et = j->c.expert_type;
+    int64_t E = s->n_embd, q = (int64_t)s->n_head * s->head_dim, kv = (int64_t)s->n_head_kv * s->head_dim;
+    int64_t F = s->n_ff_exp, X = s->n_expert;
+#define BIAS(name, a, b) add(j, SYNTH_BIAS, L, 0, name, (b) > 1 ? 2 : 1, a, b, 1, err)
+    if (NORM(L, "attn_norm.weight", E) || MAT(L, "attn_q.weight", E, q) || BIAS("attn_q.bias", q, 1) ||
+        MAT(L, "attn_k.weight", E, kv) || BIAS("attn_k.bias", kv, 1) || MAT(L, "attn_v.weight", E, kv) ||
+        BIAS("attn_v.bias", kv, 1) || MAT(L, "attn_output.weight", q, E) || BIAS("attn_output.bias", E, 1) ||
+        BIAS("attn_sinks.weight", s->n_head, 1) || NORM(L, "post_attention_norm.weight", E) ||
+        add(j, SYNTH_ROUTER, L, 0, "ffn_gate_inp.weight", 2, E, X, 1, err) || BIAS("ffn_gate_inp.bias", X, 1) ||
+        add(j, SYNTH_EXPERTS, L, et, "ffn_gate_exps.weight", 3, E, F, X, err) || BIAS("ffn_gate_exps.bias", F, X) ||
+        add(j, SYNTH_EXPERTS, L, et, "ffn_up_exps.weight", 3, E, F, X, err) || BIAS("ffn_up_exps.bias", F, X) ||
+        add(j, SYNTH_EXPERTS, L, et, "ffn_down_exps.weight", 3, F, E, X, err) || BIAS("ffn_down_exps.bias", E, X))
+        return -1;
+#undef BIAS
+    return 0;
+}
+
 static int plan(synth_job *j, sl_err *err)
 {
     const synth_shape *s = &j->c.shape;
@@ -223,6 +245,7 @@ static int plan(synth_job *j, sl_err *err)
         int rc = s->family == SYNTH_QWEN3MOE      ? plan_qwen3moe_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_KIMI_LINEAR ? plan_kimi_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_QWEN35MOE   ? plan_qwen35_layer(j, (int32_t)L, err)
+                 : s->family == SYNTH_GPT_OSS     ? plan_gpt_oss_layer(j, (int32_t)L, err)
                                                   : plan_deepseek2_layer(j, (int32_t)L, err);
         if (rc) return -1;
     }
@@ -362,6 +385,23 @@ static void meta_qwen35(meta *m, const synth_shape *s)
     m_u32(m, "full_attention_interval", s->attn_interval);
 }
 
+/* gpt-oss, as conversion/gpt_oss.py writes it (no rope.dimension_count,
+ * no sliding_window_pattern: llama.cpp's period 2 applies). */
+static void meta_gpt_oss(meta *m, const synth_shape *s)
+{
+    char k[128];
+    m_u32(m, "attention.key_length", s->head_dim);
+    m_u32(m, "attention.value_length", s->head_dim);
+    m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
+    m_u32(m, "attention.sliding_window", s->n_swa);
+    snprintf(k, sizeof k, "%s.rope.scaling.type", m->arch);
+    if (!m->rc) m->rc = gguf_w_kv_str(m->w, k, "yarn", m->err);
+    m_f32(m, "rope.scaling.factor", s->yarn_factor);
+    m_u32(m, "rope.scaling.original_context_length", s->yarn_orig_ctx);
+    m_f32(m, "rope.scaling.yarn_beta_fast", s->yarn_beta_fast);
+    m_f32(m, "rope.scaling.yarn_beta_slow", s->yarn_beta_slow);
+}
+
 /* llama_ftype of a file whose bulk is TYPE (llama.h) */
 static uint32_t file_type(uint32_t type)
 {
@@ -373,6 +413,7 @@ static uint32_t file_type(uint32_t type)
     case GGML_TYPE_Q5_0: return 8;
     case GGML_TYPE_Q4_K: return 14; /* Q4_K_S: Q4_K throughout, Q6_K output */
     case GGML_TYPE_Q6_K: return 18;
+    case GGML_TYPE_MXFP4: return 38; /* MXFP4_MOE */
     default: return 0;
     }
 }
@@ -401,6 +442,7 @@ static int write_meta(synth_job *j, const gguf_file *vocab, sl_err *err)
     if (s->family == SYNTH_QWEN3MOE) meta_qwen3moe(&m, s);
     else if (s->family == SYNTH_KIMI_LINEAR) meta_kimi(&m, s);
     else if (s->family == SYNTH_QWEN35MOE) meta_qwen35(&m, s);
+    else if (s->family == SYNTH_GPT_OSS) meta_gpt_oss(&m, s);
     else meta_deepseek2(&m, s);
     if (!m.rc) m.rc = copy_tokenizer(j->w, vocab, err);
     if (!m.rc) m.rc = gguf_w_kv_u32(j->w, "general.quantization_version", 2, err);
@@ -420,10 +462,12 @@ bool synth_type_supported(uint32_t type) { return sy_type_supported(type); }
 int synth_config_types(synth_config *c, uint32_t type, sl_err *err)
 {
     if (!sy_type_supported(type) || type == GGML_TYPE_F32)
-        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, f16)",
+        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, mxfp4, f16)",
                        ggml_type_name(type));
     c->expert_type = c->dense_type = c->embd_type = type;
     c->output_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 ? type : GGML_TYPE_Q6_K;
+    if (type == GGML_TYPE_MXFP4) c->dense_type = c->embd_type = c->output_type = GGML_TYPE_Q8_0; /* MXFP4_MOE */
+    if (c->shape.family == SYNTH_GPT_OSS) c->expert_type = GGML_TYPE_MXFP4; /* as the released weights */
     return 0;
 }
 

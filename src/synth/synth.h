@@ -16,7 +16,7 @@
 #include "gguf/gguf.h"
 #include "util/err.h"
 
-typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2, SYNTH_KIMI_LINEAR, SYNTH_QWEN35MOE } synth_family;
+typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2, SYNTH_KIMI_LINEAR, SYNTH_QWEN35MOE, SYNTH_GPT_OSS } synth_family;
 
 /* general.architecture of a family's files. */
 const char *synth_family_arch(synth_family f);
@@ -47,6 +47,7 @@ typedef struct {
     uint32_t n_rot;          /* qwen35moe partial rotary dims */
     uint32_t rope_sections[4]; /* qwen35moe IMRoPE */
     uint32_t n_ff_shexp;     /* qwen35moe shared expert width */
+    uint32_t n_swa;          /* gpt-oss sliding window (even layers) */
 } synth_shape;
 
 /* Whether layer L of shape S attends (else it is recurrent). */
@@ -85,6 +86,7 @@ typedef enum {
     SYNTH_CONV,    /* f32 conv taps, N(0, 1/d_conv) (llama-quantize keeps ssm_conv1d) */
     SYNTH_SSM_A,   /* f32 decay A = -exp(A_log), A_log ~ U(0, ln 16) */
     SYNTH_DT_BIAS, /* f32 softplus^-1(dt), ln dt ~ U(ln 1e-3, ln 0.1) */
+    SYNTH_BIAS,    /* f32 biases and gpt-oss's attention sinks, N(0, 0.05^2) */
 } synth_role;
 
 /* Roles whose tensors are always f32 (never quantised). */

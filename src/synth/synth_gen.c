@@ -46,7 +46,7 @@ bool sy_type_supported(uint32_t type)
 {
     switch (type) {
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0:
-    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K: case GGML_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -184,6 +184,47 @@ static void gen_small(const sy_gen *g, uint8_t *b, uint64_t n, uint32_t size, sy
     }
 }
 
+/* MXFP4 {e, qs[16]}: x = T[q] 2^(e - 128), T = twice the E2M1 values,
+ * q uniform 0..15: rms sqrt(34.25) = 5.85 units.  The scale is a power of
+ * two, so blocks take the exponent e or e + 1 with the probability that
+ * gives SIGMA on average (real blocks' scales vary too). */
+static const int8_t MXFP4_T[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void gen_mxfp4(const sy_gen *g, uint8_t *b, uint64_t n, sy_rng *r)
+{
+    float unit = g->sigma > 0 ? g->sigma / 5.852f : 1e-30f;
+    int e = 128 + (int)floorf(log2f(unit));
+    e = e < 1 ? 1 : e > 253 ? 253 : e;
+    float ratio = unit / ldexpf(1.0f, e - 128), p = (ratio * ratio - 1.0f) / 3.0f; /* p 4u^2 + (1-p) u^2 */
+    unsigned thr = (unsigned)(p * 256.0f + 0.5f);
+    uint8_t tmp[24];
+    for (uint64_t i = 0; i < n; i++, b += 17) {
+        fill(tmp, sizeof tmp, r);
+        b[0] = (uint8_t)(e + (tmp[16] < thr));
+        memcpy(b + 1, tmp, 16);
+    }
+}
+
+/* Nearest-value MXFP4 of 32 floats: e from the largest magnitude (its
+ * top value lands in 8..16 units, clamped to 12). */
+static void quant_mxfp4(const float *x, uint8_t *b)
+{
+    float amax = 0;
+    for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    int e = amax > 0 ? (int)floorf(log2f(amax)) - 2 + 127 : 0;
+    e = e < 0 ? 0 : e > 254 ? 254 : e;
+    b[0] = (uint8_t)e;
+    float d = ldexpf(1.0f, e - 128);
+    uint8_t q[32];
+    for (int i = 0; i < 32; i++) {
+        int best = 0;
+        for (int k = 1; k < 16; k++)
+            if (fabsf(x[i] - MXFP4_T[k] * d) < fabsf(x[i] - MXFP4_T[best] * d)) best = k;
+        q[i] = (uint8_t)best;
+    }
+    for (int j = 0; j < 16; j++) b[1 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+}
+
 void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r)
 {
     uint8_t *b = dst;
@@ -202,6 +243,7 @@ void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r)
     case GGML_TYPE_Q8_0: gen_small(g, b, n_blocks, 34, r); break;
     case GGML_TYPE_Q4_K: gen_q4_k(g, b, n_blocks, r); break;
     case GGML_TYPE_Q6_K: gen_q6_k(g, b, n_blocks, r); break;
+    case GGML_TYPE_MXFP4: gen_mxfp4(g, b, n_blocks, r); break;
     default: break;
     }
 }
@@ -330,6 +372,7 @@ void sy_quantize_blocks(uint32_t type, const float *x, void *dst, uint64_t n)
     case GGML_TYPE_Q8_0: for (uint64_t i = 0; i < n / 32; i++) quant_q8_0(x + 32 * i, b + 34 * i); break;
     case GGML_TYPE_Q4_K: for (uint64_t i = 0; i < n / 256; i++) quant_q4_k(x + 256 * i, b + 144 * i); break;
     case GGML_TYPE_Q6_K: for (uint64_t i = 0; i < n / 256; i++) quant_q6_k(x + 256 * i, b + 210 * i); break;
+    case GGML_TYPE_MXFP4: for (uint64_t i = 0; i < n / 32; i++) quant_mxfp4(x + 32 * i, b + 17 * i); break;
     default: break;
     }
 }

@@ -43,12 +43,18 @@ static const synth_shape PRESETS[] = {
      .n_ctx_train = 262144, .rope_base = 1e7f, .rms_eps = 1e-6f, .ssm_conv = 4, .ssm_state = 128,
      .ssm_groups = 16, .ssm_vheads = 32, .attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
      .n_ff_shexp = 512},
+    /* openai/gpt-oss-120b: 36 layers, sliding window 128 on even layers, sinks, biases, YaRN x32 over 4096,
+     * 128 experts top-4 (MXFP4 in the released weights) */
+    {.like = "gpt-oss-120b", .family = SYNTH_GPT_OSS, .n_layer = 36, .n_embd = 2880, .n_head = 64, .n_head_kv = 8,
+     .head_dim = 64, .n_ff = 2880, .n_ff_exp = 2880, .n_expert = 128, .n_expert_used = 4, .n_ctx_train = 131072,
+     .rope_base = 150000, .rms_eps = 1e-5f, .yarn_factor = 32, .yarn_orig_ctx = 4096, .yarn_beta_fast = 32,
+     .yarn_beta_slow = 1, .n_swa = 128},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
 const char *synth_family_arch(synth_family f)
 {
-    static const char *const names[] = {"qwen3moe", "deepseek2", "kimi-linear", "qwen35moe"};
+    static const char *const names[] = {"qwen3moe", "deepseek2", "kimi-linear", "qwen35moe", "gpt-oss"};
     return names[f];
 }
 
@@ -67,7 +73,7 @@ int synth_shape_preset(const char *like, synth_shape *out, sl_err *err)
             return 0;
         }
     return sl_errf(err, "unknown model shape '%s' (known: qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled, "
-                        "kimi-linear-48b-a3b, qwen3.5-35b-a3b)",
+                        "kimi-linear-48b-a3b, qwen3.5-35b-a3b, gpt-oss-120b)",
                    like);
 }
 
@@ -127,7 +133,8 @@ int synth_shape_check(const synth_shape *s, sl_err *err)
         return sl_errf(err, "n_head %u / expert FFN width %u (a multiple of 32) invalid", s->n_head, s->n_ff_exp);
     if (check_moe(s, err)) return -1;
     if ((s->family == SYNTH_KIMI_LINEAR || s->family == SYNTH_QWEN35MOE) && check_recurrent(s, err)) return -1;
-    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE) {
+    if (s->family == SYNTH_GPT_OSS && s->n_swa < 1) return sl_errf(err, "sliding window n_swa must be >= 1");
+    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE || s->family == SYNTH_GPT_OSS) {
         if (s->head_dim < 2 || s->head_dim % 32 || s->n_head_kv < 1 || s->n_head % s->n_head_kv)
             return sl_errf(err, "heads %u/%u with head_dim %u invalid (head_dim a multiple of 32)", s->n_head,
                            s->n_head_kv, s->head_dim);
@@ -165,7 +172,7 @@ static const field FIELDS[] = {
     U(n_layer), U(n_embd), U(n_head), U(n_head_kv), U(head_dim), U(n_ff), U(n_ff_exp), U(n_expert),
     U(n_expert_used), U(n_expert_shared), U(n_dense_lead), U(q_lora), U(kv_lora), U(qk_nope), U(qk_rope),
     U(v_head), U(n_ctx_train), U(n_group), U(topk_group), F(rope_base), F(rms_eps), F(weights_scale),
-    U(ssm_conv), U(ssm_state), U(ssm_groups), U(ssm_vheads), U(attn_interval), U(n_rot), U(n_ff_shexp),
+    U(ssm_conv), U(ssm_state), U(ssm_groups), U(ssm_vheads), U(attn_interval), U(n_rot), U(n_ff_shexp), U(n_swa),
 };
 #undef U
 #undef F

@@ -114,6 +114,8 @@ static int gen_f32(wctx *x, const synth_tensor *t, sy_rng *r)
         for (uint64_t i = 0; i < n; i++) v[i] = sy_gauss(r) / sqrtf((float)t->ne[0]);
     else if (t->role == SYNTH_SSM_A) /* stored already negated, as the converters do */
         for (uint64_t i = 0; i < n; i++) v[i] = -expf(logf(16.0f) * sy_unif(r));
+    else if (t->role == SYNTH_BIAS)
+        for (uint64_t i = 0; i < n; i++) v[i] = 0.05f * sy_gauss(r);
     else if (t->role == SYNTH_DT_BIAS) /* softplus^-1(dt) = log(expm1(dt)) */
         for (uint64_t i = 0; i < n; i++) v[i] = logf(expm1f(expf(logf(1e-3f) + logf(100.0f) * sy_unif(r))));
     else if (j->c.route_skew > 0) skew_biases(j, t->layer, BETA_SIGMOID, v); /* SYNTH_PROBS_B */

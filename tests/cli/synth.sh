@@ -72,3 +72,30 @@ else
     [ $? -ne 0 ] && grep -q "free but the model needs" "$T/out" && [ ! -e "$T/huge.gguf.partial" ]
     check "synth refuses to fill the disk (statvfs)" $? "$(cat "$T/out")"
 fi
+
+# gpt-oss: the real shape's plan (mxfp4 experts, biases, sinks), and a tiny one that the engine runs
+# streamed under --mem with the logits of the in-RAM run
+"$BIN" synth --like gpt-oss-120b --vocab $VOCAB --dry-run >"$T/plan" 2>&1
+rc=$?
+grep -q "ffn_gate_exps.weight *mxfp4 *2880 x 2880 x 128 *36" "$T/plan" &&
+    grep -q "attn_sinks.weight *f32 *64 *36" "$T/plan" && grep -q "ffn_down_exps.bias *f32 *2880 x 128 *36" "$T/plan"
+check "synth --like gpt-oss-120b plans the real shape with mxfp4 experts" $(( rc || $? )) "$(head -c 600 "$T/plan")"
+GPTOSS="--like gpt-oss-120b --layers 4 --experts 16 --embd 256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set n_ff_exp=256 --set n_swa=8 --type q8_0 --vocab $VOCAB"
+"$BIN" synth $GPTOSS -o "$T/g.gguf" >"$T/out" 2>&1
+check "synth writes a tiny gpt-oss" $? "$(cat "$T/out")"
+if command -v python3 >/dev/null 2>&1 && [ -s "$T/g.gguf" ]; then
+    P="The old man looked at the sea and said"
+    MEM=$("$BIN" inspect "$T/g.gguf" --json --mem 4G 2>/dev/null | python3 -c 'import json, sys
+p = json.load(sys.stdin)["memory_plan"]
+print(p["total"] - p["cache"] - p["unused"] + 6 * p["slot_bytes"])')
+    "$BIN" run -m "$T/g.gguf" --temp 0 -n 40 -p "$P" --logits-out "$T/g-ram.logits" >"$T/g-ram.out" 2>"$T/g-ram.err"
+    rc=$?
+    "$BIN" run -m "$T/g.gguf" --temp 0 -n 40 -p "$P" --mem "$MEM" --no-heat --logits-out "$T/g-mem.logits" \
+        >"$T/g-mem.out" 2>"$T/g-mem.err"
+    [ $rc -eq 0 ] && [ $? -eq 0 ] && [ -n "$MEM" ] && cmp -s "$T/g-ram.logits" "$T/g-mem.logits" &&
+        cmp -s "$T/g-ram.out" "$T/g-mem.out"
+    check "tiny gpt-oss streamed under --mem (6 expert slots): logits and text of the in-RAM run" $? \
+        "$(head -c 400 "$T/g-mem.err")"
+else
+    echo "skip tiny gpt-oss under --mem: python3 or the model missing"
+fi
