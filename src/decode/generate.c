@@ -121,6 +121,9 @@ static int sample_one(gen_seq *q, sl_sampler *smp, gen_emitter *e, const gen_opt
                       sl_err *err)
 {
     *id = sampler_sample(smp, q->logits);
+    if (*id < 0)
+        return sl_errf(err, "sampler: every logit is NaN after %zu tokens (a numerical fault in the model or the engine)",
+                       q->n);
     sampler_accept(smp, *id);
     gen_token t = {.id = *id};
     if (o->logprobs) describe(&t, q->logits, q->n_vocab, o->n_probs, lb);

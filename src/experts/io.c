@@ -17,16 +17,29 @@ typedef struct {
     int cap, head, n;
 } fifo;
 
+/* Most requests one backend holds at once (queued, in flight, completed and
+ * not yet handed out): far above any store's need, low enough that no size
+ * computation below can overflow. */
+enum { IO_MAX_HELD = 1 << 24 };
+
+/* Room for EXTRA more requests, so the pushes that follow cannot fail. */
+static int fifo_reserve(fifo *f, int extra)
+{
+    if (extra < 0 || extra > IO_MAX_HELD - f->n) return -1;
+    if (f->n + extra <= f->cap) return 0;
+    int cap = f->cap ? f->cap : 64;
+    while (cap < f->n + extra) cap *= 2;
+    io_req *q = malloc((size_t)cap * sizeof *q);
+    if (!q) return -1;
+    for (int i = 0; i < f->n; i++) q[i] = f->q[(f->head + i) % f->cap];
+    free(f->q);
+    f->q = q, f->cap = cap, f->head = 0;
+    return 0;
+}
+
 static int fifo_push(fifo *f, const io_req *r)
 {
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 64;
-        io_req *q = malloc((size_t)cap * sizeof *q);
-        if (!q) return -1;
-        for (int i = 0; i < f->n; i++) q[i] = f->q[(f->head + i) % f->cap];
-        free(f->q);
-        f->q = q, f->cap = cap, f->head = 0;
-    }
+    if (f->n == f->cap && fifo_reserve(f, 1)) return -1;
     f->q[(f->head + f->n) % f->cap] = *r;
     f->n++;
     return 0;
@@ -46,6 +59,16 @@ typedef struct {
 } queue;
 
 static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
+
+/* Queues all N requests or (out of memory) none of them. */
+static int queue_push_all(queue *q, const io_req *reqs, int n)
+{
+    int demand = 0;
+    for (int i = 0; i < n; i++) demand += reqs[i].prio == 0;
+    if (fifo_reserve(&q->cls[0], demand) || fifo_reserve(&q->cls[1], n - demand)) return -1;
+    for (int i = 0; i < n; i++) queue_push(q, &reqs[i]); /* cannot fail now */
+    return 0;
+}
 
 /* Applies DECIDE to every queued prefetch request, keeping their order. */
 static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
@@ -102,7 +125,8 @@ static int uring_fill(uring_io *u, sl_err *err)
     int added = 0;
     while (u->inflight < u->depth && uring_pop(u, &r)) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-        if (!sqe) { /* cannot happen with ring entries >= depth; keep the request */
+        if (!sqe) { /* cannot happen with ring entries >= depth; keep the request
+                     * (its place was just freed, so the push cannot fail) */
             queue_push(&u->waiting, &r);
             break;
         }
@@ -120,20 +144,21 @@ static int uring_fill(uring_io *u, sl_err *err)
     return 0;
 }
 
+static int uring_pending(const io_backend *b);
+
 static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
-    for (int i = 0; i < n; i++)
-        if (queue_push(&u->waiting, &reqs[i])) return sl_errf(err, "io: out of memory");
+    if (n < 0 || n > IO_MAX_HELD - uring_pending(b) || queue_push_all(&u->waiting, reqs, n))
+        return sl_errf(err, "io: out of memory queueing %d reads", n);
     return uring_fill(u, err);
 }
 
 /* Hands out completion CQE and refills the ring. */
-static int uring_take(uring_io *u, struct io_uring_cqe *cqe, uint64_t *tag, int64_t *res, sl_err *err)
+static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err *err)
 {
     int i = (int)io_uring_cqe_get_data64(cqe);
-    *tag = u->slot[i].tag;
-    *res = cqe->res;
+    *d = (io_done){.tag = u->slot[i].tag, .off = u->slot[i].off, .res = cqe->res};
     io_uring_cqe_seen(&u->ring, cqe);
     u->inflight--;
     u->inflight_prefetch -= u->slot[i].prio != 0;
@@ -141,7 +166,7 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, uint64_t *tag, int6
     return uring_fill(u, err);
 }
 
-static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int uring_wait(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     if (!u->inflight && uring_fill(u, err)) return -1;
@@ -151,15 +176,15 @@ static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     do rc = io_uring_wait_cqe(&u->ring, &cqe);
     while (rc == -EINTR);
     if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
-    return uring_take(u, cqe, tag, res, err);
+    return uring_take(u, cqe, d, err);
 }
 
-static int uring_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int uring_poll(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     struct io_uring_cqe *cqe;
     if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
-    return uring_take(u, cqe, tag, res, err) ? -1 : 1;
+    return uring_take(u, cqe, d, err) ? -1 : 1;
 }
 
 static int uring_pending(const io_backend *b)
@@ -227,17 +252,13 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
 
 /* ---- pread thread pool ---- */
 
-typedef struct {
-    uint64_t tag;
-    int64_t res;
-} completion;
 
 typedef struct {
     io_backend base;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     queue waiting;
-    completion *comp;
+    io_done *comp; /* completed reads; room for every request held (submit) */
     int n_comp, cap_comp, busy, busy_prefetch, n_threads, prefetch_depth;
     bool stop;
     pthread_t *threads;
@@ -303,39 +324,47 @@ static void *pread_worker(void *arg)
         p->busy--;
         p->busy_prefetch -= r.prio != 0;
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
-        if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
-            int cap = p->cap_comp ? p->cap_comp * 2 : 64;
-            completion *c = realloc(p->comp, (size_t)cap * sizeof *c);
-            if (!c) res = -ENOMEM;
-            else p->comp = c, p->cap_comp = cap;
-        }
-        if (p->n_comp < p->cap_comp) p->comp[p->n_comp++] = (completion){r.tag, res};
+        /* submit reserved its place: a completion is never dropped */
+        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res};
         pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
+/* Under the lock: room in the completion list for every request held plus
+ * N more, so a reader thread never needs memory to report a read. */
+static int reserve_completions(pread_io *p, int n)
+{
+    int held = p->busy + queue_len(&p->waiting) + p->n_comp;
+    if (n < 0 || n > IO_MAX_HELD - held) return -1;
+    if (held + n <= p->cap_comp) return 0;
+    int cap = p->cap_comp ? p->cap_comp : 64;
+    while (cap < held + n) cap *= 2;
+    io_done *c = realloc(p->comp, (size_t)cap * sizeof *c);
+    if (!c) return -1;
+    p->comp = c, p->cap_comp = cap;
+    return 0;
+}
+
 static int pread_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     pthread_mutex_lock(&p->mu);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) rc = queue_push(&p->waiting, &reqs[i]);
+    int rc = reserve_completions(p, n) || queue_push_all(&p->waiting, reqs, n) ? -1 : 0;
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
-    return rc ? sl_errf(err, "io: out of memory") : 0;
+    return rc ? sl_errf(err, "io: out of memory queueing %d reads", n) : 0;
 }
 
-static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int pread_wait(io_backend *b, io_done *d, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     pthread_mutex_lock(&p->mu);
     while (!p->n_comp && (p->busy || queue_len(&p->waiting))) pthread_cond_wait(&p->done, &p->mu);
     int rc = 0;
     if (p->n_comp) {
-        completion c = p->comp[--p->n_comp];
-        *tag = c.tag, *res = c.res;
+        *d = p->comp[--p->n_comp];
     } else {
         rc = sl_errf(err, "io: wait with no reads in flight");
     }
@@ -343,16 +372,13 @@ static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     return rc;
 }
 
-static int pread_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int pread_poll(io_backend *b, io_done *d, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     (void)err;
     pthread_mutex_lock(&p->mu);
     int got = p->n_comp > 0;
-    if (got) {
-        completion c = p->comp[--p->n_comp];
-        *tag = c.tag, *res = c.res;
-    }
+    if (got) *d = p->comp[--p->n_comp];
     pthread_mutex_unlock(&p->mu);
     return got;
 }

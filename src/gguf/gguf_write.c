@@ -172,7 +172,9 @@ static int add_key(gguf_writer *w, const char *key, uint64_t key_len, sl_err *er
         if (!k) return sl_errf(err, "gguf writer: out of memory");
         w->keys = k, w->cap_keys = cap;
     }
-    w->keys[w->n_kv] = key_len == strnlen(key, (size_t)key_len + 1) ? strdup(key) : NULL;
+    bool plain = key_len == strnlen(key, (size_t)key_len + 1);
+    w->keys[w->n_kv] = plain ? strdup(key) : NULL;
+    if (plain && !w->keys[w->n_kv]) return sl_errf(err, "gguf writer: out of memory");
     w->n_kv++;
     put_str(&w->kv, key, key_len);
     return 0;
