@@ -28,8 +28,20 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples
+# The test build (util/fault.h): sources that mention SLUICE_TEST_FAULTS are
+# compiled a second time with it, into build/tobj, and linked with the other
+# objects into libsluice-test.a and sluice-test; the test programs use those.
+# build/sluice and libsluice.a never contain a fault hook.
+FAULT_DEF  = -DSLUICE_TEST_FAULTS
+FAULT_SRC := $(shell grep -lE 'SLUICE_TEST_FAULTS|util/fault\.h' $(LIB_SRC) $(CLI_SRC) 2>/dev/null)
+tobj       = $(if $(filter $(1),$(FAULT_SRC)),$(BUILD)/tobj/$(1:.c=.o),$(BUILD)/obj/$(1:.c=.o))
+LIB_TOBJ   = $(foreach f,$(LIB_SRC),$(call tobj,$(f)))
+CLI_TOBJ   = $(foreach f,$(CLI_SRC),$(call tobj,$(f)))
+TEST_LIB   = $(BUILD)/libsluice-test.a
+
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
+test-build: $(TEST_LIB) $(BUILD)/sluice-test
 
 $(DEPS_OK): mk/deps.sh
 	@sh mk/deps.sh
@@ -42,16 +54,27 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(EXTRA) -c $< -o $@
 
+$(BUILD)/tobj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) $(EXTRA) -c $< -o $@
+
 $(BUILD)/libsluice.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(TEST_LIB): $(LIB_TOBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/sluice: $(CLI_OBJ) $(BUILD)/libsluice.a
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsluice.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libsluice.a | $(DEPS_OK)
+$(BUILD)/sluice-test: $(CLI_TOBJ) $(TEST_LIB)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_TOBJ) $(TEST_LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/t.h $(TEST_LIB) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLFLAGS) -Itests -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) -Itests -o $@ $< $(TEST_LIB) $(LDLIBS)
 
 # Programs under examples/ use nothing but the public header (include/sluice.h).
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
@@ -62,7 +85,7 @@ $(BUILD)/examples/%: examples/%.c include/sluice.h $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SANFLAGS) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
-test: all examples $(TEST_BIN)
+test: all examples test-build $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 test-asan:
@@ -119,4 +142,4 @@ $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/tobj/%.d,$(FAULT_SRC))

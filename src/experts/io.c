@@ -1,5 +1,6 @@
 #include "experts/io.h"
 #include "util/clock.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -103,6 +104,8 @@ typedef struct {
     int depth, inflight, inflight_prefetch, prefetch_depth;
     queue waiting;
     io_req *slot;   /* [depth] */
+    uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
+    uint8_t *tries; /* [depth] transient failures in a row */
     int *free_slot, n_free;
 } uring_io;
 
@@ -154,12 +157,45 @@ static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
     return uring_fill(u, err);
 }
 
-/* Hands out completion CQE and refills the ring. */
+/* A completion the device may give for a read that is fine (EINTR, EAGAIN,
+ * or fewer bytes than asked before the end of the file): reads the rest in
+ * the same slot.  Returns 1 if it did, 0 if the result stands. */
+static int uring_again(uring_io *u, int i, int64_t res)
+{
+    enum { MAX_TRIES = 16 }; /* transient failures in a row before the errno stands */
+    io_req *r = &u->slot[i];
+    bool transient = res == -EINTR || res == -EAGAIN;
+    if (!(transient || (res > 0 && res < r->len)) || u->tries[i] >= MAX_TRIES) return 0;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring); /* its own entry was just reaped */
+    if (!sqe) return 0;
+    if (transient) {
+        u->tries[i]++;
+    } else {
+        u->tries[i] = 0;
+        u->done[i] += (uint32_t)res;
+        r->off += (uint64_t)res, r->len -= (uint32_t)res, r->dst = (char *)r->dst + res;
+    }
+    io_uring_prep_read(sqe, r->fd, r->dst, r->len, r->off);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+    return io_uring_submit(&u->ring) >= 0;
+}
+
+/* Takes completion CQE: hands it out (returns 0, *D set) and refills the
+ * ring, or reads the rest of a short or interrupted read (returns 1). */
 static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err *err)
 {
     int i = (int)io_uring_cqe_get_data64(cqe);
-    *d = (io_done){.tag = u->slot[i].tag, .off = u->slot[i].off, .res = cqe->res};
+    int64_t res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
+    size_t got = res > 0 ? (size_t)res : 0;
+    int fault = sl_fault_hit(SL_FAULT_URING, &got); /* test builds only */
+    if (fault) res = -fault;
+    else if (res > 0) res = (int64_t)got;
+    if (uring_again(u, i, res)) return 1;
+    const io_req *r = &u->slot[i];
+    uint32_t before = u->done[i];
+    *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res};
+    u->done[i] = 0, u->tries[i] = 0;
     u->inflight--;
     u->inflight_prefetch -= u->slot[i].prio != 0;
     u->free_slot[u->n_free++] = i;
@@ -171,12 +207,15 @@ static int uring_wait(io_backend *b, io_done *d, sl_err *err)
     uring_io *u = (uring_io *)b;
     if (!u->inflight && uring_fill(u, err)) return -1;
     if (!u->inflight) return sl_errf(err, "io: wait with no reads in flight");
-    struct io_uring_cqe *cqe;
-    int rc;
-    do rc = io_uring_wait_cqe(&u->ring, &cqe);
-    while (rc == -EINTR);
-    if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
-    return uring_take(u, cqe, d, err);
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int rc;
+        do rc = io_uring_wait_cqe(&u->ring, &cqe);
+        while (rc == -EINTR);
+        if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
+        rc = uring_take(u, cqe, d, err);
+        if (rc != 1) return rc;
+    }
 }
 
 static int uring_poll(io_backend *b, io_done *d, sl_err *err)
@@ -184,7 +223,8 @@ static int uring_poll(io_backend *b, io_done *d, sl_err *err)
     uring_io *u = (uring_io *)b;
     struct io_uring_cqe *cqe;
     if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
-    return uring_take(u, cqe, d, err) ? -1 : 1;
+    int rc = uring_take(u, cqe, d, err);
+    return rc == 1 ? 0 : rc ? -1 : 1; /* 1 from take: the rest is being read */
 }
 
 static int uring_pending(const io_backend *b)
@@ -219,7 +259,7 @@ static void uring_destroy(io_backend *b)
     }
     io_uring_queue_exit(&u->ring);
     queue_free(&u->waiting);
-    free(u->slot);
+    free(u->slot), free(u->done), free(u->tries);
     free(u->free_slot);
     free(u);
 }
@@ -236,14 +276,16 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
     u->prefetch_depth = IO_DEFAULT_PREFETCH_DEPTH;
     u->slot = calloc((size_t)u->depth, sizeof *u->slot);
     u->free_slot = calloc((size_t)u->depth, sizeof *u->free_slot);
-    if (!u->slot || !u->free_slot) {
-        free(u->slot), free(u->free_slot), free(u);
+    u->done = calloc((size_t)u->depth, sizeof *u->done);
+    u->tries = calloc((size_t)u->depth, sizeof *u->tries);
+    if (!u->slot || !u->free_slot || !u->done || !u->tries) {
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
         return sl_errf(err, "io: out of memory");
     }
     for (int i = 0; i < u->depth; i++) u->free_slot[u->n_free++] = u->depth - 1 - i;
     int rc = io_uring_queue_init((unsigned)u->depth, &u->ring, 0);
     if (rc < 0) {
-        free(u->slot), free(u->free_slot), free(u);
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
         return sl_errf(err, "io_uring unavailable (%s); use --io pread", strerror(-rc));
     }
     *out = &u->base;
@@ -289,8 +331,8 @@ static int64_t read_all(const io_req *r)
 {
     uint32_t got = 0;
     while (got < r->len) {
-        ssize_t n = pread(r->fd, (char *)r->dst + got, r->len - got, (off_t)(r->off + got));
-        if (n < 0 && errno == EINTR) continue;
+        ssize_t n = sl_sys_pread(r->fd, (char *)r->dst + got, r->len - got, (off_t)(r->off + got));
+        if (n < 0 && sl_errno_transient(errno)) continue;
         if (n < 0) return -errno;
         if (n == 0) break;
         got += (uint32_t)n;

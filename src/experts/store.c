@@ -290,10 +290,12 @@ static void complete(store *s, const io_done *d, double t1)
     slot_state *ss = &s->slot[slot];
     s->st.reads++;
     if (res > 0) s->st.bytes_read += (uint64_t)res, ss->got += (uint64_t)res;
+#ifdef SLUICE_TEST_FAULTS
     if (s->cfg.fault && res >= 0) {
         int f = s->cfg.fault(s->cfg.fault_ctx, tag_file(tag), off, (uint32_t)res);
         if (f) res = f;
     }
+#endif
     if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), off, res, t1);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), off);
     if (--ss->chunks_left > 0) return;
