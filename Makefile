@@ -39,9 +39,17 @@ LIB_TOBJ   = $(foreach f,$(LIB_SRC),$(call tobj,$(f)))
 CLI_TOBJ   = $(foreach f,$(CLI_SRC),$(call tobj,$(f)))
 TEST_LIB   = $(BUILD)/libsluice-test.a
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build
+# Fuzz harnesses (tests/fuzz/fuzz_*.c): `make test` links each with
+# tests/fuzz/driver.c to replay its regression inputs and seeds
+# (tests/cli/fuzz.sh); `make fuzz FUZZ_S=N` builds them with clang's
+# libFuzzer, ASan and UBSan and runs each for N seconds (mk/fuzz.sh).
+FUZZ_SRC    = $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_S     ?= 60
+
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build fuzz
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
-test-build: $(TEST_LIB) $(BUILD)/sluice-test
+test-build: $(TEST_LIB) $(BUILD)/sluice-test $(FUZZ_REPLAY)
 
 $(DEPS_OK): mk/deps.sh
 	@sh mk/deps.sh
@@ -71,6 +79,16 @@ $(BUILD)/sluice: $(CLI_OBJ) $(BUILD)/libsluice.a
 
 $(BUILD)/sluice-test: $(CLI_TOBJ) $(TEST_LIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_TOBJ) $(TEST_LIB) $(LDLIBS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c tests/fuzz/fuzz.h tests/fuzz/vocabs.h $(TEST_LIB) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) -Itests/fuzz -o $@ $< tests/fuzz/driver.c $(TEST_LIB) $(LDLIBS)
+
+fuzz:
+	@FUZZ_S=$(FUZZ_S) MAKE="$(MAKE)" sh mk/fuzz.sh
+
+print-ldlibs:
+	@echo $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/t.h $(TEST_LIB) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -140,6 +158,6 @@ $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
 	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/tobj/%.d,$(FAULT_SRC))

@@ -19,6 +19,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
