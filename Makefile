@@ -152,6 +152,11 @@ $(BUILD)/bench_prefetch: bench/bench_prefetch.c $(BUILD)/libsluice.a
 bench-prefetch: $(BUILD)/bench_prefetch
 	./$(BUILD)/bench_prefetch $(BENCH_ARGS)
 
+# Long streaming run (bench/long_run.c, public API): RSS and tok/s every 100
+# tokens; bench/long_run.sh runs it on the 17 GB synthetic model at --mem 6G.
+$(BUILD)/long_run: bench/long_run.c include/sluice.h $(BUILD)/libsluice.a
+	$(CC) -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
 # Recurrent-state rollback cost (bench/bench_rollback.c): verification with
 # and without snapshots, rewind, and recompute.  BENCH_ARGS="MODEL -k 4".
 $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a

@@ -107,7 +107,7 @@ int vocab_token_to_piece(const sl_vocab *v, int32_t id, bool unparse_special, ch
         free(b.p);
         return -1;
     }
-    memcpy(buf, b.p, b.n < cap ? b.n : cap);
+    if (b.n) memcpy(buf, b.p, b.n < cap ? b.n : cap); /* an empty piece has no buffer (UBSan) */
     int n = (int)b.n;
     free(b.p);
     return n;
