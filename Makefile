@@ -28,8 +28,28 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  = $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples
+# The test build (util/fault.h): sources that mention SLUICE_TEST_FAULTS are
+# compiled a second time with it, into build/tobj, and linked with the other
+# objects into libsluice-test.a and sluice-test; the test programs use those.
+# build/sluice and libsluice.a never contain a fault hook.
+FAULT_DEF  = -DSLUICE_TEST_FAULTS
+FAULT_SRC := $(shell grep -lE 'SLUICE_TEST_FAULTS|util/fault\.h' $(LIB_SRC) $(CLI_SRC) 2>/dev/null)
+tobj       = $(if $(filter $(1),$(FAULT_SRC)),$(BUILD)/tobj/$(1:.c=.o),$(BUILD)/obj/$(1:.c=.o))
+LIB_TOBJ   = $(foreach f,$(LIB_SRC),$(call tobj,$(f)))
+CLI_TOBJ   = $(foreach f,$(CLI_SRC),$(call tobj,$(f)))
+TEST_LIB   = $(BUILD)/libsluice-test.a
+
+# Fuzz harnesses (tests/fuzz/fuzz_*.c): `make test` links each with
+# tests/fuzz/driver.c to replay its regression inputs and seeds
+# (tests/cli/fuzz.sh); `make fuzz FUZZ_S=N` builds them with clang's
+# libFuzzer, ASan and UBSan and runs each for N seconds (mk/fuzz.sh).
+FUZZ_SRC    = $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_S     ?= 60
+
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build fuzz
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
+test-build: $(TEST_LIB) $(BUILD)/sluice-test $(FUZZ_REPLAY)
 
 $(DEPS_OK): mk/deps.sh
 	@sh mk/deps.sh
@@ -42,16 +62,37 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(EXTRA) -c $< -o $@
 
+$(BUILD)/tobj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) $(EXTRA) -c $< -o $@
+
 $(BUILD)/libsluice.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(TEST_LIB): $(LIB_TOBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/sluice: $(CLI_OBJ) $(BUILD)/libsluice.a
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsluice.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/t.h $(BUILD)/libsluice.a | $(DEPS_OK)
+$(BUILD)/sluice-test: $(CLI_TOBJ) $(TEST_LIB)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $(CLI_TOBJ) $(TEST_LIB) $(LDLIBS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c tests/fuzz/fuzz.h tests/fuzz/vocabs.h $(TEST_LIB) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLFLAGS) -Itests -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) -Itests/fuzz -o $@ $< tests/fuzz/driver.c $(TEST_LIB) $(LDLIBS)
+
+fuzz:
+	@FUZZ_S=$(FUZZ_S) MAKE="$(MAKE)" sh mk/fuzz.sh
+
+print-ldlibs:
+	@echo $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/t.h $(TEST_LIB) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(FAULT_DEF) -Itests -o $@ $< $(TEST_LIB) $(LDLIBS)
 
 # Programs under examples/ use nothing but the public header (include/sluice.h).
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
@@ -62,7 +103,7 @@ $(BUILD)/examples/%: examples/%.c include/sluice.h $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SANFLAGS) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
-test: all examples $(TEST_BIN)
+test: all examples test-build $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 test-asan:
@@ -111,12 +152,17 @@ $(BUILD)/bench_prefetch: bench/bench_prefetch.c $(BUILD)/libsluice.a
 bench-prefetch: $(BUILD)/bench_prefetch
 	./$(BUILD)/bench_prefetch $(BENCH_ARGS)
 
+# Long streaming run (bench/long_run.c, public API): RSS and tok/s every 100
+# tokens; bench/long_run.sh runs it on the 17 GB synthetic model at --mem 6G.
+$(BUILD)/long_run: bench/long_run.c include/sluice.h $(BUILD)/libsluice.a
+	$(CC) -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
 # Recurrent-state rollback cost (bench/bench_rollback.c): verification with
 # and without snapshots, rewind, and recompute.  BENCH_ARGS="MODEL -k 4".
 $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
 	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/tobj/%.d,$(FAULT_SRC))

@@ -238,7 +238,7 @@ typedef struct sluice_sampler sluice_sampler;
 int sluice_sampler_new(sluice *s, const sluice_sampling *sp, sluice_sampler **out, char *err, size_t err_cap);
 void sluice_sampler_free(sluice_sampler *smp);
 /* Picks a token from LOGITS (n_vocab floats) under the chain; the token is
- * not accepted until sluice_sampler_accept. */
+ * not accepted until sluice_sampler_accept.  -1 when every logit is NaN. */
 int32_t sluice_sampler_sample(sluice_sampler *smp, const float *logits);
 /* Records that ID joined the sequence (penalties, grammar state). */
 void sluice_sampler_accept(sluice_sampler *smp, int32_t id);

@@ -4,6 +4,8 @@
 # otherwise it prints the exact command and fails, so `make` never half-builds.
 set -u
 PKGS="gcc make pkg-config liburing-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjansson-dev libxxhash-dev libedit-dev"
+# `sh mk/deps.sh fuzz` (make fuzz): clang's libFuzzer as well
+[ "${1:-}" = fuzz ] && PKGS="$PKGS clang-14 libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)

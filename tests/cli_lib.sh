@@ -4,6 +4,8 @@
 # tests/run.sh counts.
 BIN=${SLUICE_BIN:-build/sluice}
 case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
+TBIN=${SLUICE_TEST_BIN:-build/sluice-test} # the test build: fault hooks (util/fault.h)
+case $TBIN in /*) ;; *) TBIN=$(pwd)/$TBIN ;; esac
 MODEL=models/tinymoe-q8_0.gguf
 SHARED=${SLUICE_SHARED:-../shared}
 T=$(mktemp -d)

@@ -3,6 +3,8 @@
 # the totals.  The last line is always "N passed, N failed".
 BUILD=${BUILD:-build}
 export SLUICE_BIN="$BUILD/sluice"
+# the test build (util/fault.h): fault hooks armed by SLUICE_FAULT / SLUICE_FAULT_READ
+export SLUICE_TEST_BIN="$BUILD/sluice-test"
 out=$(mktemp)
 # runs that stream experts record heat: keep it out of the user's cache
 XDG_CACHE_HOME=$(mktemp -d)

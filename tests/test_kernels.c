@@ -430,6 +430,28 @@ static void test_act_q8(void)
     act_free(&a);
 }
 
+/* Activations prepared for another type or length: matmul_check refuses
+ * them with both shapes named (the engine checks every product first). */
+static void test_shape_mismatch(void)
+{
+    t_begin("matmul_check: activations of another type or length are an error naming both");
+    static uint8_t wq[8 * 34]; /* 8 rows of 32 q8_0 values (one 34-byte block each) */
+    sl_mat w = {.type = GGML_TYPE_Q8_0, .ne0 = 32, .ne1 = 8, .row_bytes = 34, .data = wq};
+    float x[64] = {0};
+    sl_act a = {0};
+    sl_err err = {{0}};
+    T_CHECK(act_prepare(&a, GGML_TYPE_Q8_0, x, 32, 1, 32, NULL, &err) == 0, "%s", err.msg);
+    T_CHECK(matmul_check(&w, &a, &err) == 0, "a fitting pair refused: %s", err.msg);
+    T_CHECK(act_prepare(&a, GGML_TYPE_Q8_0, x, 64, 1, 64, NULL, &err) == 0, "%s", err.msg);
+    T_CHECK(matmul_check(&w, &a, &err) == -1 && strstr(err.msg, "x 64") && strstr(err.msg, "x 32"),
+            "length mismatch: %s", err.msg);
+    T_CHECK(act_prepare(&a, GGML_TYPE_F32, x, 32, 1, 32, NULL, &err) == 0, "%s", err.msg);
+    T_CHECK(matmul_check(&w, &a, &err) == -1 && strstr(err.msg, "f32") && strstr(err.msg, "q8_0"),
+            "type mismatch: %s", err.msg);
+    act_free(&a);
+    t_end();
+}
+
 static void test_unsupported(void)
 {
     t_begin("unsupported types: kernels_supports false, act_prepare names the type");
@@ -1000,6 +1022,7 @@ int main(void)
     test_fp16();
     test_act_q8();
     test_unsupported();
+    test_shape_mismatch();
     test_get_row();
     test_round_trip();
     test_dot_vs_reference();

@@ -132,6 +132,34 @@ static void test_greedy(void)
     t_end();
 }
 
+/* All-NaN logits come from a numerical fault upstream: every entry point
+ * says so (-1, no candidates) instead of answering token 0. */
+static void test_all_nan(void)
+{
+    t_begin("all-NaN logits: argmax, greedy and sampled draws and the candidates all refuse them");
+    float l[37];
+    for (int i = 0; i < 37; i++) l[i] = NAN;
+    T_CHECK(sampler_argmax(l, 37) == -1, "argmax %d", sampler_argmax(l, 37));
+    T_CHECK(sampler_argmax(l, 0) == -1, "argmax of nothing %d", sampler_argmax(l, 0));
+    const float temps[] = {0.0f, 0.8f};
+    const int32_t ks[] = {0, 5};
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 2; k++) {
+            sampler_params sp = params(temps[t], ks[k], 0.95f, 0.05f);
+            sl_sampler *s;
+            sl_err err;
+            T_CHECK(sampler_create(&s, &sp, 37, &err) == 0, "%s", err.msg);
+            T_CHECK(sampler_sample(s, l) == -1, "temp %.1f top-k %d sampled a token", temps[t], ks[k]);
+            const sl_cand *c;
+            T_CHECK(sampler_candidates(s, l, &c) == 0, "temp %.1f top-k %d has candidates", temps[t], ks[k]);
+            l[20] = 1.0f; /* one number among NaN still samples it */
+            T_CHECK(sampler_sample(s, l) == 20, "temp %.1f top-k %d: one number not chosen", temps[t], ks[k]);
+            l[20] = NAN;
+            sampler_free(s);
+        }
+    t_end();
+}
+
 static void test_stages(void)
 {
     enum { NV = 64 };
@@ -382,6 +410,7 @@ int main(void)
     (void)t_skip, (void)t_shared; /* harness helpers this file needs no case for */
     test_rng();
     test_greedy();
+    test_all_nan();
     test_stages();
     test_ties();
     test_seed();

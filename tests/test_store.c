@@ -304,15 +304,60 @@ static void io_queue_rules(void)
     uint64_t order[4];
     int n = 0;
     while (b->ops->pending(b) > 0 && n < 4) {
-        int64_t res;
-        if (b->ops->wait(b, &order[n], &res, &err)) break;
-        T_CHECK(res == 4096, "read %llu returned %lld", (unsigned long long)order[n], (long long)res);
+        io_done d;
+        if (b->ops->wait(b, &d, &err)) break;
+        order[n] = d.tag;
+        T_CHECK(d.res == 4096 && d.off == d.tag * 4096, "read %llu at %llu returned %lld", (unsigned long long)d.tag,
+                (unsigned long long)d.off, (long long)d.res);
         n++;
     }
     T_CHECK(n == 3 && order[0] == 0 && order[1] == 2 && order[2] == 1, "completion order %llu %llu %llu (%d reads)",
             (unsigned long long)order[0], (unsigned long long)order[1], (unsigned long long)order[2], n);
     b->ops->destroy(b);
     close(fd);
+    t_end();
+}
+
+/* Every queued read completes exactly once with its own offset, however
+ * many are held at once (the pread backend once grew its completion list in
+ * the reader thread and dropped a completion when that failed); a submit
+ * that cannot be held queues nothing and leaves the earlier reads alone. */
+static void io_every_completion(bool uring)
+{
+    t_begin(uring ? "io: uring, 3000 reads held at once each complete once; an oversized submit queues nothing"
+                  : "io: pread, 3000 reads held at once each complete once; an oversized submit queues nothing");
+    enum { N = 3000, LEN = 4096 };
+    sl_err err;
+    int fd = open("models/tinymoe-q8_0.gguf", O_RDONLY);
+    uint8_t *buf = malloc((size_t)N * LEN), *seen = calloc(N, 1);
+    io_req *r = malloc(N * sizeof *r);
+    io_backend *b = NULL;
+    int rc = fd < 0 || !buf || !seen || !r ? -1 : uring ? io_uring_create(&b, 8, &err) : io_pread_create(&b, 1, &err);
+    if (rc) {
+        if (uring && fd >= 0) t_skip("io uring completions", err.msg);
+        else T_CHECK(0, "setup: %s", fd < 0 ? "open" : err.msg);
+    } else {
+        for (int i = 0; i < N; i++)
+            r[i] = (io_req){.fd = fd, .off = (uint64_t)(i % 64) * LEN, .len = LEN, .prio = (uint8_t)(i % 3 == 0),
+                            .dst = buf + (size_t)i * LEN, .tag = (uint64_t)i};
+        T_CHECK(b->ops->submit(b, r, N, &err) == 0, "%s", err.msg);
+        int held = b->ops->pending(b);
+        T_CHECK(b->ops->submit(b, r, (1 << 24) + 1, &err) == -1 && strstr(err.msg, "queueing"),
+                "an oversized submit was taken: %s", err.msg);
+        T_CHECK(b->ops->pending(b) <= held, "the refused submit queued reads: %d > %d", b->ops->pending(b), held);
+        int n = 0, bad = 0;
+        io_done d;
+        while (b->ops->pending(b) > 0 && b->ops->wait(b, &d, &err) == 0) {
+            n++;
+            if (d.tag >= N || seen[d.tag]++ || d.res != LEN || d.off != r[d.tag].off) bad++;
+        }
+        T_CHECK(n == N && bad == 0, "%d completions of %d, %d wrong or repeated", n, N, bad);
+        T_CHECK(b->ops->wait(b, &d, &err) == -1 && strstr(err.msg, "no reads in flight"), "wait after the last: %s",
+                err.msg);
+        b->ops->destroy(b);
+    }
+    if (fd >= 0) close(fd);
+    free(buf), free(seen), free(r);
     t_end();
 }
 
@@ -334,5 +379,7 @@ int main(void)
     too_small();
     trace_policies();
     io_queue_rules();
+    io_every_completion(false);
+    io_every_completion(true);
     return t_done();
 }

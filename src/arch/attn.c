@@ -155,7 +155,7 @@ static int qkv_proj(sl_session *s, const layer_w *L, const float *xn, int T, flo
             if (act_prepare(b, w[i]->type, xn, hp->n_embd, T, (size_t)hp->n_embd, s->pool, err)) return -1;
             x[i] = b;
         }
-    matmul_multi(s, 3, w, x, y, stride);
+    if (matmul_multi(s, 3, w, x, y, stride, err)) return -1;
     if (L->bq) add_bias(q, L->bq, T, nq);
     if (L->bk) add_bias(k, L->bk, T, nk);
     if (L->bv) add_bias(v, L->bv, T, nv);

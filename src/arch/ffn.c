@@ -74,7 +74,7 @@ int ffn_block(sl_session *s, const sl_mat *gate, const sl_mat *up, const sl_mat 
         if (act_prepare(&s->act[ACT_B], gate->type, xn, n_in, T, (size_t)n_in, s->pool, err)) return -1;
         x[1] = &s->act[ACT_B];
     }
-    matmul_multi(s, has_gate ? 2 : 1, w, x, y, stride);
+    if (matmul_multi(s, has_gate ? 2 : 1, w, x, y, stride, err)) return -1;
     if (bu) add_bias(u, bu, T, n_ff);
     if (has_gate) {
         if (bg) add_bias(g, bg, T, n_ff);
@@ -235,7 +235,7 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     const sl_act *x[2] = {&xu, &xg};
     float *out[2] = {u, g};
     size_t stride[2] = {(size_t)n_ff, (size_t)n_ff};
-    matmul_multi(s, L->part_gate >= 0 ? 2 : 1, w, x, out, stride);
+    if (matmul_multi(s, L->part_gate >= 0 ? 2 : 1, w, x, out, stride, err)) return -1;
     expert_bias_in(L, v, g, u, n, n_ff);
     expert_act(&s->m->hp, L->part_gate >= 0, h, g, u, n, n_ff);
     sl_mat wd = expert_mat(&L->x_down, v, L->part_down, 0);
@@ -243,7 +243,7 @@ static int run_expert(sl_session *s, const layer_w *L, const routing *r, int e, 
     const sl_mat *wdp = &wd;
     const sl_act *xd = &s->act[ACT_C];
     size_t sd = (size_t)n_embd;
-    matmul_multi(s, 1, &wdp, &xd, &d, &sd);
+    if (matmul_multi(s, 1, &wdp, &xd, &d, &sd, err)) return -1;
     if (L->exp_bias) add_bias(d, expert_bias(v, L->part_down_b), n, n_embd);
     for (int j = 0; j < n; j++) memcpy(y + (size_t)sl[j] * n_embd, d + (size_t)j * n_embd, sizeof(float) * n_embd);
     return 0;
@@ -263,6 +263,14 @@ typedef struct {
     const sl_act *xa, *xa_up;
     float *y;
 } expert_batch;
+
+/* Every product of a batch fits its activations (matmul_check). */
+static int check_jobs(const sl_matmul_job *jobs, int n, sl_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (matmul_check(jobs[i].w, jobs[i].x, err)) return -1;
+    return 0;
+}
 
 static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int rows, sl_err *err)
 {
@@ -305,6 +313,7 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
         }
         row += n;
     }
+    if (check_jobs(jobs, nj, err)) return -1;
     matmul_many(jobs, nj, s->pool);
     for (int i = i0, r0 = 0; L->exp_bias && i < i1; r0 += r->count[r->list[i]], i++)
         expert_bias_in(L, &b->v[i], g + (size_t)r0 * n_ff, u + (size_t)r0 * n_ff, r->count[r->list[i]], n_ff);
@@ -323,6 +332,7 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
         jobs[nj++] = (sl_matmul_job){wd, xi, d + (size_t)row * n_embd, (size_t)n_embd};
         row += n;
     }
+    if (check_jobs(jobs, nj, err)) return -1;
     matmul_many(jobs, nj, s->pool);
     row = 0;
     for (int i = i0; i < i1; i++) {

@@ -44,6 +44,7 @@ static int head_matmul(sl_session *s, const sl_mat *w, int H, int T, const float
         views[h] = (sl_act){.vtype = a->vtype, .n = a->n, .rows = T, .row_bytes = rb,
                             .data = g + (size_t)h * T * rb, .cap = 0};
     }
+    if (matmul_check(w, &views[0], err)) return -1;
     head_job j = {.w = w, .acts = views, .y = y, .y_stride = y_stride, .y_head = y_head, .isa = pool_isa(s->pool)};
     run_tasks(s, H, head_task, &j);
     return 0;
@@ -87,7 +88,7 @@ static int mla_inputs(sl_session *s, const layer_w *L, const float *xn, int T, f
     }
     float *y[2] = {qa, kvc};
     size_t stride[2] = {(size_t)w[0]->ne1, (size_t)w[1]->ne1};
-    matmul_multi(s, 2, w, x, y, stride);
+    if (matmul_multi(s, 2, w, x, y, stride, err)) return -1;
     return 0;
 }
 

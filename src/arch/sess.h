@@ -75,9 +75,10 @@ int act_for(sl_session *s, sl_act *a, const sl_mat *w, const float *x, int64_t r
 
 /* Several products y_i = x_i W_i^T in one pool dispatch (rows of all the
  * matrices split into 16-row-aligned tasks), or inline when the work is
- * small.  Each element is computed exactly as matmul computes it. */
-void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *const *x, float *const *y,
-                  const size_t *y_stride);
+ * small.  Each element is computed exactly as matmul computes it.  -1 (err
+ * set, nothing computed) when an activation does not fit its weights. */
+int matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *const *x, float *const *y,
+                 const size_t *y_stride, sl_err *err);
 
 /* y = x W^T + b over T rows (b may be NULL). */
 int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err);

@@ -67,12 +67,13 @@ static void mm_multi_task(void *ctx, int task, int thread)
     matmul_rows(j->w[i], j->x[i], j->y[i], j->y_stride[i], r0, r1, j->isa);
 }
 
-void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *const *x, float *const *y,
-                  const size_t *y_stride)
+int matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *const *x, float *const *y,
+                 const size_t *y_stride, sl_err *err)
 {
     double work = 0;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) {
+        if (matmul_check(w[i], x[i], err)) return -1;
         work += (double)w[i]->row_bytes * (double)w[i]->ne1 * (double)(x[i]->rows > 0 ? x[i]->rows : 1);
         rows += w[i]->ne1;
     }
@@ -80,7 +81,7 @@ void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *co
     /* below ~16 KiB of weights a dispatch costs more than it saves */
     if (s->n_threads <= 1 || n > MM_MAX || work < 16384.0) {
         for (int i = 0; i < n; i++) matmul_rows(w[i], x[i], y[i], y_stride[i], 0, w[i]->ne1, isa);
-        return;
+        return 0;
     }
     mm_multi_job j = {.n = n, .isa = isa};
     int64_t want = (int64_t)s->n_threads * (x[0]->rows > 1 ? 4 : 2);
@@ -92,6 +93,7 @@ void matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *co
         j.first[i + 1] = j.first[i] + (int)((w[i]->ne1 + per - 1) / per);
     }
     run_tasks(s, j.first[n], mm_multi_task, &j);
+    return 0;
 }
 
 int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err)
@@ -99,7 +101,7 @@ int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const floa
     if (act_prepare(a, w->type, x, w->ne0, T, (size_t)w->ne0, s->pool, err)) return -1;
     size_t stride = (size_t)w->ne1;
     const sl_act *xa = a;
-    matmul_multi(s, 1, &w, &xa, &y, &stride);
+    if (matmul_multi(s, 1, &w, &xa, &y, &stride, err)) return -1;
     if (b) add_bias(y, b, T, w->ne1);
     return 0;
 }
@@ -127,7 +129,7 @@ int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, in
             }
             ws[m] = wi, xs[m] = acts[a], ys[m] = y[i0 + m], st[m] = (size_t)wi->ne1;
         }
-        matmul_multi(s, m, ws, xs, ys, st);
+        if (matmul_multi(s, m, ws, xs, ys, st, err)) return -1;
         i0 += m;
     }
     return 0;

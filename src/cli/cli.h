@@ -19,6 +19,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 /* llama.cpp's multi-letter short options (-fa, -ctk, -ngl ...), looked at
  * whole before the command parses ARGV (ARGV[0] the command): those sluice

@@ -30,9 +30,11 @@ bool cli_is_bundled(const char *path)
 }
 
 
-/* SLUICE_FAULT_READ=N turns the Nth completed expert read into EIO: how
- * the end-to-end tests check that a failed read stops the run with a clear
- * error instead of skipping an expert. */
+/* sluice-test (the test build) only: SLUICE_FAULT_READ=N turns the Nth
+ * completed expert read into EIO: how the end-to-end tests check that a
+ * failed read stops the run with a clear error instead of skipping an
+ * expert.  The release binary has neither the hook nor the variable. */
+#ifdef SLUICE_TEST_FAULTS
 static int fault_nth(void *ctx, uint32_t file, uint64_t off, uint32_t len)
 {
     (void)file, (void)off, (void)len;
@@ -48,6 +50,9 @@ static void arm_fault(long *countdown, engine_opts *eo)
     eo->fault = fault_nth;
     eo->fault_ctx = countdown;
 }
+#else
+static void arm_fault(long *countdown, engine_opts *eo) { (void)countdown, (void)eo; }
+#endif
 
 int cli_model_open(cli_model *cm, const cli_model_opts *o)
 {

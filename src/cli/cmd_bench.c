@@ -255,7 +255,8 @@ static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_sta
     double t0 = sl_now();
     for (long i = 0; i < n && rc == 0; i++) {
         int32_t tok = sampler_argmax(b->logits, n_vocab);
-        rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
+        if (tok < 0) rc = sl_errf(&b->err, "bench: every logit is NaN after %ld tokens", i);
+        else rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
     }
     double dt = sl_now() - t0;
     if (x) b->tl_from = t0, b->tl_to = t0 + dt;

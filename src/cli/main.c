@@ -17,6 +17,7 @@ static const command COMMANDS[] = {
     {"heat", cmd_heat, "show, draw, import or reset a model's persisted expert heat"},
     {"tokenize", cmd_tokenize, "print the token ids of a text (as llama-tokenize)"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"check", cmd_check, "read every tensor once and check it decodes (and a pack's checksums)"},
     {"pack", cmd_pack, "copy a model's routed experts into a multi-drive pack"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat interactively, keeping the KV cache between turns"},

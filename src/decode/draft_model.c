@@ -241,6 +241,7 @@ static int propose_same(draft_model *dm, const int32_t *hist, size_t n, int kmax
         int32_t t;
         if (!dm->smp) {
             t = sampler_argmax(dm->logits, dm->n_vocab);
+            if (t < 0) break; /* all-NaN draft logits: propose nothing */
             if (dm->p_min > 0 && top_prob(dm->logits, dm->n_vocab, t) < dm->p_min) break;
             p->q[k] = NULL, p->n_q[k] = 0;
         } else {
@@ -327,7 +328,7 @@ static int propose_cross(draft_model *dm, const int32_t *hist, size_t n, int kma
     size_t at = nid;
     while (nd < want) {
         int32_t t = sampler_argmax(dm->logits, dm->n_vocab);
-        if (dm->p_min > 0 && top_prob(dm->logits, dm->n_vocab, t) < dm->p_min) break;
+        if (t < 0 || (dm->p_min > 0 && top_prob(dm->logits, dm->n_vocab, t) < dm->p_min)) break;
         d[nd++] = t;
         if (nd == want) break;
         dm->toks[at++] = t;

@@ -84,6 +84,9 @@ int64_t seq_reuse(gen_seq *q, const int32_t *prompt, size_t n, sl_err *err)
 int gen_sample(gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err)
 {
     *id = sampler_sample(smp, q->logits);
+    if (*id < 0)
+        return sl_errf(err, "sampler: every logit is NaN after %zu tokens (a numerical fault in the model or the engine)",
+                       q->n);
     sampler_accept(smp, *id);
     return emitter_push_row(e, *id, q->logits, q->n_vocab, err);
 }

@@ -222,7 +222,15 @@ int32_t sampler_argmax(const float *logits, int32_t n)
     for (int k = 1; k < 8; k++) m[0] = m[k] > m[0] ? m[k] : m[0];
     for (i = 0; i < n; i++)
         if (logits[i] == m[0]) return i;
-    return 0; /* all NaN */
+    return -1; /* all NaN: -INFINITY matches no NaN */
+}
+
+/* Whether any of N logits is a number (it returns at once, as a rule). */
+static bool any_number(const float *logits, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] == logits[i]) return true;
+    return false;
 }
 
 /* Candidate order: higher logit first, then lower id (a strict total order,
@@ -391,12 +399,16 @@ static size_t dist(sl_sampler *s, sl_rng *rng)
     return pick;
 }
 
+/* A NaN logit takes no part in the draw (as in argmax): it becomes -inf,
+ * which every stage orders and weighs (probability 0) correctly. */
+static float number_or_low(float x) { return x == x ? x : -INFINITY; }
+
 /* Top-k straight from the logits: only tokens that beat the current k-th
  * best enter the heap.  (A later token never wins a tie: its id is higher.) */
 static void top_k_from_logits(sl_sampler *s, const float *logits, size_t k)
 {
     sl_cand *c = s->cand;
-    for (size_t i = 0; i < k; i++) c[i] = (sl_cand){(int32_t)i, logits[i], 0.0f};
+    for (size_t i = 0; i < k; i++) c[i] = (sl_cand){(int32_t)i, number_or_low(logits[i]), 0.0f};
     for (size_t i = k / 2; i-- > 0;) sift_down(c, k, i);
     for (size_t i = k; i < (size_t)s->n_vocab; i++) {
         if (!(logits[i] > c[0].logit)) continue;
@@ -413,7 +425,7 @@ static void run_chain(sl_sampler *s, const float *logits)
     if (s->par.top_k > 0 && s->par.top_k < s->n_vocab) {
         top_k_from_logits(s, logits, (size_t)s->par.top_k);
     } else {
-        for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (sl_cand){i, logits[i], 0.0f};
+        for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (sl_cand){i, number_or_low(logits[i]), 0.0f};
         s->n = (size_t)s->n_vocab;
         s->sorted = false;
         top_k(s, s->par.top_k);
@@ -431,6 +443,7 @@ static void run_chain(sl_sampler *s, const float *logits)
 static int32_t pick(sl_sampler *s, const float *logits)
 {
     if (s->par.temp <= 0.0f) return sampler_argmax(logits, s->n_vocab);
+    if (!any_number(logits, s->n_vocab)) return -1;
     run_chain(s, logits);
     return s->cand[dist(s, &s->rng)].id;
 }
@@ -472,8 +485,10 @@ size_t sampler_candidates(sl_sampler *s, const float *logits, const sl_cand **ou
     }
     if (s->par.temp <= 0.0f) {
         int32_t id = sampler_argmax(logits, s->n_vocab);
-        s->cand[0] = (sl_cand){id, logits[id], 1.0f};
-        s->n = 1;
+        s->n = id >= 0;
+        if (id >= 0) s->cand[0] = (sl_cand){id, logits[id], 1.0f};
+    } else if (!any_number(logits, s->n_vocab)) {
+        s->n = 0;
     } else {
         run_chain(s, logits);
         dist(s, NULL);

@@ -88,15 +88,18 @@ int sampler_clone(sl_sampler **out, const sl_sampler *s, sl_err *err);
  * of the same sampler, or of one with the same parameters); no allocation. */
 void sampler_copy_state(sl_sampler *dst, const sl_sampler *src);
 
-/* Picks the next token from LOGITS[n_vocab]. */
+/* Picks the next token from LOGITS[n_vocab]; -1 when every logit is NaN
+ * (a numerical fault upstream: never a plausible token 0). */
 int32_t sampler_sample(sl_sampler *s, const float *logits);
 
 /* Runs the chain up to (not including) the draw and returns the surviving
  * candidates with their final probabilities (valid until the next call).
- * For greedy samplers that is the single argmax with p = 1. */
+ * For greedy samplers that is the single argmax with p = 1.  0 candidates
+ * when every logit is NaN. */
 size_t sampler_candidates(sl_sampler *s, const float *logits, const sl_cand **out);
 
-/* Index of the largest of N values; ties go to the lowest index. */
+/* Index of the largest of N values; ties go to the lowest index; NaN values
+ * are skipped, and -1 when all N are NaN (or N is 0). */
 int32_t sampler_argmax(const float *logits, int32_t n);
 
 #endif

@@ -203,6 +203,7 @@ static int32_t verify_one(spec *sp, sl_sampler *smp, const float *row, const dra
     }
     const sl_cand *c;
     size_t nc = sampler_candidates(smp, row, &c);
+    if (!nc) return -1; /* every logit NaN */
     int32_t x = p->ids[i];
     double px = cand_p(c, nc, x), qx = p->n_q[i] ? cand_p(p->q[i], p->n_q[i], x) : 1;
     if (qx > 0 && px > 0 && (px >= qx || rng_uniform(&sp->rng) * qx < px)) {
@@ -281,6 +282,12 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
         bool kept;
         const float *row = sp->rows + (size_t)i * sp->n_vocab;
         int32_t t = verify_one(sp, smp, row, &p, i, &kept);
+        if (t < 0) { /* all-NaN logits: a fault upstream, never a token */
+            sl_err e2;
+            settle(sp, q, n0, i, &e2);
+            return sl_errf(err, "sampler: every logit is NaN at draft position %d (a numerical fault in the model or "
+                                "the engine)", i);
+        }
         sampler_accept(smp, t);
         if (i < p.n) {
             sp->st.depth_tried[i]++;

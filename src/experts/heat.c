@@ -4,6 +4,7 @@
 #include "experts/heat.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 #include <xxhash.h>
 
 #include "util/fileio.h"
+#include "util/fault.h"
 
 static const char HEAT_MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'H', 'T'};
 enum {
@@ -221,6 +223,11 @@ static const char *decode(heat_table *h, const uint8_t *b, sl_err *err)
 }
 
 /* Reads the whole file if it is of a plausible size. */
+/* slurp's verdict for a file that exists but could not be read (an I/O
+ * error, no memory): ignored by a reader like a damaged one, but never
+ * replaced by a merge, which would lose its history over a passing fault. */
+enum { HEAT_UNREAD = 100 };
+
 static int slurp(const char *path, uint8_t **out, size_t *len, const char **why, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -231,7 +238,7 @@ static int slurp(const char *path, uint8_t **out, size_t *len, const char **why,
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(buf, cap, "cannot open: %s", strerror(errno));
         if (fd >= 0) close(fd);
-        return HEAT_IGNORED;
+        return HEAT_UNREAD;
     }
     if ((uint64_t)st.st_size > file_bytes(1, HEAT_MAX_KEYS)) {
         snprintf(buf, cap, "too large (%lld bytes)", (long long)st.st_size);
@@ -240,8 +247,8 @@ static int slurp(const char *path, uint8_t **out, size_t *len, const char **why,
     }
     *len = (size_t)st.st_size;
     *out = malloc(*len ? *len : 1);
-    int rc = !*out ? (snprintf(buf, cap, "out of memory"), HEAT_IGNORED)
-             : sl_pread_full(fd, *out, *len, 0, path, &e) ? (snprintf(buf, cap, "%s", e.msg), HEAT_IGNORED)
+    int rc = !*out ? (snprintf(buf, cap, "out of memory"), HEAT_UNREAD)
+             : sl_pread_full(fd, *out, *len, 0, path, &e) ? (snprintf(buf, cap, "%s", e.msg), HEAT_UNREAD)
                                                              : HEAT_LOADED;
     close(fd);
     if (rc != HEAT_LOADED) free(*out), *out = NULL;
@@ -263,8 +270,9 @@ static const char *check_owner(const heat_table *h, const uint8_t *id, int n_lay
     return NULL;
 }
 
-heat_status heat_load(heat_table *h, const char *path, const uint8_t *id, int n_layers, int n_expert,
-                      sl_err *warn)
+/* heat_load; *UNREAD tells an I/O failure from a damaged or foreign file. */
+static heat_status load_file(heat_table *h, const char *path, const uint8_t *id, int n_layers, int n_expert,
+                             bool *unread, sl_err *warn)
 {
     *h = (heat_table){0};
     uint8_t *b = NULL;
@@ -273,6 +281,7 @@ heat_status heat_load(heat_table *h, const char *path, const uint8_t *id, int n_
     const char *why = NULL;
     int st = slurp(path, &b, &len, &why, buf, sizeof buf);
     if (st == HEAT_ABSENT) return HEAT_ABSENT;
+    *unread = st == HEAT_UNREAD;
     sl_err e;
     if (st == HEAT_LOADED) why = check_frame(b, len, buf, sizeof buf);
     if (st == HEAT_LOADED && !why) why = decode(h, b, &e);
@@ -282,6 +291,13 @@ heat_status heat_load(heat_table *h, const char *path, const uint8_t *id, int n_
     heat_table_free(h);
     sl_errf(warn, "heat file %s ignored: %s", path, why);
     return HEAT_IGNORED;
+}
+
+heat_status heat_load(heat_table *h, const char *path, const uint8_t *id, int n_layers, int n_expert,
+                      sl_err *warn)
+{
+    bool unread;
+    return load_file(h, path, id, n_layers, n_expert, &unread, warn);
 }
 
 /* ---- atomic replacement ---- */
@@ -300,8 +316,9 @@ static int make_parents(const char *path, sl_err *err)
 }
 
 /* Makes the rename durable; filesystems that cannot sync a directory are
- * left alone (the data itself was synced before the rename). */
-static void sync_dir(const char *path)
+ * left alone (the data itself was synced before the rename), an I/O error
+ * is reported (the file is in place, but may not survive a crash). */
+static int sync_dir(const char *path, sl_err *err)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -310,9 +327,12 @@ static void sync_dir(const char *path)
     else if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    (void)fsync(fd);
+    if (fd < 0) return 0;
+    int rc = sl_fsync_retry(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS
+                 ? sl_errf(err, "%s: written, but the fsync of its directory %s failed: %s", path, dir, strerror(errno))
+                 : 0;
     close(fd);
+    return rc;
 }
 
 int heat_write(const heat_table *h, const char *path, sl_err *err)
@@ -331,11 +351,11 @@ int heat_write(const heat_table *h, const char *path, sl_err *err)
     int rc = sl_write_full(fd, b, len, tmp, err);
     free(b);
     if (!rc && fchmod(fd, 0644) != 0) rc = sl_errf(err, "%s: chmod failed: %s", tmp, strerror(errno));
-    if (!rc && fsync(fd) != 0) rc = sl_errf(err, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (!rc && sl_fsync_retry(fd) != 0) rc = sl_errf(err, "%s: fsync failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && !rc) rc = sl_errf(err, "%s: close failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0) rc = sl_errf(err, "%s: rename to %s failed: %s", tmp, path, strerror(errno));
+    if (!rc && sl_rename_retry(tmp, path) != 0) rc = sl_errf(err, "%s: rename to %s failed: %s", tmp, path, strerror(errno));
     if (rc) unlink(tmp);
-    else sync_dir(path);
+    else rc = sync_dir(path, err);
     return rc;
 }
 
@@ -375,12 +395,15 @@ int heat_save_merge(const char *path, const heat_table *delta, double half_life,
     if (lock < 0) return sl_errf(warn, "heat not saved: %s", e.msg);
     heat_table cur;
     int rc = 0;
-    heat_status st = heat_load(&cur, path, delta->model_id, delta->n_layers, delta->n_expert, &e);
-    if (st == HEAT_IGNORED) {
+    bool unread = false;
+    heat_status st = load_file(&cur, path, delta->model_id, delta->n_layers, delta->n_expert, &unread, &e);
+    if (st == HEAT_IGNORED && unread) {
+        rc = -1; /* kept as it is: the next save tries again */
+    } else if (st == HEAT_IGNORED) {
         sl_errf(warn, "%s; replacing it", e.msg);
         rc = 1;
     }
-    if (st != HEAT_LOADED && heat_table_init(&cur, delta->model_id, delta->n_layers, delta->n_expert, &e))
+    if (rc >= 0 && st != HEAT_LOADED && heat_table_init(&cur, delta->model_id, delta->n_layers, delta->n_expert, &e))
         rc = -1;
     if (rc >= 0) {
         heat_merge(&cur, delta, half_life);
@@ -400,7 +423,7 @@ int heat_reset(const char *path, sl_err *err)
     if (lock < 0) return -1;
     int rc = 0;
     if (unlink(path) != 0) rc = errno == ENOENT ? 1 : sl_errf(err, "%s: cannot delete: %s", path, strerror(errno));
-    if (rc == 0) sync_dir(path);
+    if (rc == 0) rc = sync_dir(path, err);
     close(lock);
     return rc;
 }

@@ -1,5 +1,6 @@
 #include "experts/io.h"
 #include "util/clock.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -17,16 +18,29 @@ typedef struct {
     int cap, head, n;
 } fifo;
 
+/* Most requests one backend holds at once (queued, in flight, completed and
+ * not yet handed out): far above any store's need, low enough that no size
+ * computation below can overflow. */
+enum { IO_MAX_HELD = 1 << 24 };
+
+/* Room for EXTRA more requests, so the pushes that follow cannot fail. */
+static int fifo_reserve(fifo *f, int extra)
+{
+    if (extra < 0 || extra > IO_MAX_HELD - f->n) return -1;
+    if (f->n + extra <= f->cap) return 0;
+    int cap = f->cap ? f->cap : 64;
+    while (cap < f->n + extra) cap *= 2;
+    io_req *q = malloc((size_t)cap * sizeof *q);
+    if (!q) return -1;
+    for (int i = 0; i < f->n; i++) q[i] = f->q[(f->head + i) % f->cap];
+    free(f->q);
+    f->q = q, f->cap = cap, f->head = 0;
+    return 0;
+}
+
 static int fifo_push(fifo *f, const io_req *r)
 {
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 64;
-        io_req *q = malloc((size_t)cap * sizeof *q);
-        if (!q) return -1;
-        for (int i = 0; i < f->n; i++) q[i] = f->q[(f->head + i) % f->cap];
-        free(f->q);
-        f->q = q, f->cap = cap, f->head = 0;
-    }
+    if (f->n == f->cap && fifo_reserve(f, 1)) return -1;
     f->q[(f->head + f->n) % f->cap] = *r;
     f->n++;
     return 0;
@@ -46,6 +60,16 @@ typedef struct {
 } queue;
 
 static int queue_push(queue *q, const io_req *r) { return fifo_push(&q->cls[r->prio ? 1 : 0], r); }
+
+/* Queues all N requests or (out of memory) none of them. */
+static int queue_push_all(queue *q, const io_req *reqs, int n)
+{
+    int demand = 0;
+    for (int i = 0; i < n; i++) demand += reqs[i].prio == 0;
+    if (fifo_reserve(&q->cls[0], demand) || fifo_reserve(&q->cls[1], n - demand)) return -1;
+    for (int i = 0; i < n; i++) queue_push(q, &reqs[i]); /* cannot fail now */
+    return 0;
+}
 
 /* Applies DECIDE to every queued prefetch request, keeping their order. */
 static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
@@ -80,6 +104,8 @@ typedef struct {
     int depth, inflight, inflight_prefetch, prefetch_depth;
     queue waiting;
     io_req *slot;   /* [depth] */
+    uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
+    uint8_t *tries; /* [depth] transient failures in a row */
     int *free_slot, n_free;
 } uring_io;
 
@@ -102,7 +128,8 @@ static int uring_fill(uring_io *u, sl_err *err)
     int added = 0;
     while (u->inflight < u->depth && uring_pop(u, &r)) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-        if (!sqe) { /* cannot happen with ring entries >= depth; keep the request */
+        if (!sqe) { /* cannot happen with ring entries >= depth; keep the request
+                     * (its place was just freed, so the push cannot fail) */
             queue_push(&u->waiting, &r);
             break;
         }
@@ -120,46 +147,84 @@ static int uring_fill(uring_io *u, sl_err *err)
     return 0;
 }
 
+static int uring_pending(const io_backend *b);
+
 static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
-    for (int i = 0; i < n; i++)
-        if (queue_push(&u->waiting, &reqs[i])) return sl_errf(err, "io: out of memory");
+    if (n < 0 || n > IO_MAX_HELD - uring_pending(b) || queue_push_all(&u->waiting, reqs, n))
+        return sl_errf(err, "io: out of memory queueing %d reads", n);
     return uring_fill(u, err);
 }
 
-/* Hands out completion CQE and refills the ring. */
-static int uring_take(uring_io *u, struct io_uring_cqe *cqe, uint64_t *tag, int64_t *res, sl_err *err)
+/* A completion the device may give for a read that is fine (EINTR, EAGAIN,
+ * or fewer bytes than asked before the end of the file): reads the rest in
+ * the same slot.  Returns 1 if it did, 0 if the result stands. */
+static int uring_again(uring_io *u, int i, int64_t res)
+{
+    enum { MAX_TRIES = 16 }; /* transient failures in a row before the errno stands */
+    io_req *r = &u->slot[i];
+    bool transient = res == -EINTR || res == -EAGAIN;
+    if (!(transient || (res > 0 && res < r->len)) || u->tries[i] >= MAX_TRIES) return 0;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring); /* its own entry was just reaped */
+    if (!sqe) return 0;
+    if (transient) {
+        u->tries[i]++;
+    } else {
+        u->tries[i] = 0;
+        u->done[i] += (uint32_t)res;
+        r->off += (uint64_t)res, r->len -= (uint32_t)res, r->dst = (char *)r->dst + res;
+    }
+    io_uring_prep_read(sqe, r->fd, r->dst, r->len, r->off);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+    return io_uring_submit(&u->ring) >= 0;
+}
+
+/* Takes completion CQE: hands it out (returns 0, *D set) and refills the
+ * ring, or reads the rest of a short or interrupted read (returns 1). */
+static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err *err)
 {
     int i = (int)io_uring_cqe_get_data64(cqe);
-    *tag = u->slot[i].tag;
-    *res = cqe->res;
+    int64_t res = cqe->res;
     io_uring_cqe_seen(&u->ring, cqe);
+    size_t got = res > 0 ? (size_t)res : 0;
+    int fault = sl_fault_hit(SL_FAULT_URING, &got); /* test builds only */
+    if (fault) res = -fault;
+    else if (res > 0) res = (int64_t)got;
+    if (uring_again(u, i, res)) return 1;
+    const io_req *r = &u->slot[i];
+    uint32_t before = u->done[i];
+    *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res};
+    u->done[i] = 0, u->tries[i] = 0;
     u->inflight--;
     u->inflight_prefetch -= u->slot[i].prio != 0;
     u->free_slot[u->n_free++] = i;
     return uring_fill(u, err);
 }
 
-static int uring_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int uring_wait(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     if (!u->inflight && uring_fill(u, err)) return -1;
     if (!u->inflight) return sl_errf(err, "io: wait with no reads in flight");
-    struct io_uring_cqe *cqe;
-    int rc;
-    do rc = io_uring_wait_cqe(&u->ring, &cqe);
-    while (rc == -EINTR);
-    if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
-    return uring_take(u, cqe, tag, res, err);
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int rc;
+        do rc = io_uring_wait_cqe(&u->ring, &cqe);
+        while (rc == -EINTR);
+        if (rc < 0) return sl_errf(err, "io_uring_wait_cqe failed: %s", strerror(-rc));
+        rc = uring_take(u, cqe, d, err);
+        if (rc != 1) return rc;
+    }
 }
 
-static int uring_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int uring_poll(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     struct io_uring_cqe *cqe;
     if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
-    return uring_take(u, cqe, tag, res, err) ? -1 : 1;
+    int rc = uring_take(u, cqe, d, err);
+    return rc == 1 ? 0 : rc ? -1 : 1; /* 1 from take: the rest is being read */
 }
 
 static int uring_pending(const io_backend *b)
@@ -194,7 +259,7 @@ static void uring_destroy(io_backend *b)
     }
     io_uring_queue_exit(&u->ring);
     queue_free(&u->waiting);
-    free(u->slot);
+    free(u->slot), free(u->done), free(u->tries);
     free(u->free_slot);
     free(u);
 }
@@ -211,14 +276,16 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
     u->prefetch_depth = IO_DEFAULT_PREFETCH_DEPTH;
     u->slot = calloc((size_t)u->depth, sizeof *u->slot);
     u->free_slot = calloc((size_t)u->depth, sizeof *u->free_slot);
-    if (!u->slot || !u->free_slot) {
-        free(u->slot), free(u->free_slot), free(u);
+    u->done = calloc((size_t)u->depth, sizeof *u->done);
+    u->tries = calloc((size_t)u->depth, sizeof *u->tries);
+    if (!u->slot || !u->free_slot || !u->done || !u->tries) {
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
         return sl_errf(err, "io: out of memory");
     }
     for (int i = 0; i < u->depth; i++) u->free_slot[u->n_free++] = u->depth - 1 - i;
     int rc = io_uring_queue_init((unsigned)u->depth, &u->ring, 0);
     if (rc < 0) {
-        free(u->slot), free(u->free_slot), free(u);
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
         return sl_errf(err, "io_uring unavailable (%s); use --io pread", strerror(-rc));
     }
     *out = &u->base;
@@ -227,17 +294,13 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
 
 /* ---- pread thread pool ---- */
 
-typedef struct {
-    uint64_t tag;
-    int64_t res;
-} completion;
 
 typedef struct {
     io_backend base;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     queue waiting;
-    completion *comp;
+    io_done *comp; /* completed reads; room for every request held (submit) */
     int n_comp, cap_comp, busy, busy_prefetch, n_threads, prefetch_depth;
     bool stop;
     pthread_t *threads;
@@ -268,8 +331,8 @@ static int64_t read_all(const io_req *r)
 {
     uint32_t got = 0;
     while (got < r->len) {
-        ssize_t n = pread(r->fd, (char *)r->dst + got, r->len - got, (off_t)(r->off + got));
-        if (n < 0 && errno == EINTR) continue;
+        ssize_t n = sl_sys_pread(r->fd, (char *)r->dst + got, r->len - got, (off_t)(r->off + got));
+        if (n < 0 && sl_errno_transient(errno)) continue;
         if (n < 0) return -errno;
         if (n == 0) break;
         got += (uint32_t)n;
@@ -303,39 +366,47 @@ static void *pread_worker(void *arg)
         p->busy--;
         p->busy_prefetch -= r.prio != 0;
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
-        if (p->n_comp == p->cap_comp) { /* cap_comp >= all requests ever queued at once */
-            int cap = p->cap_comp ? p->cap_comp * 2 : 64;
-            completion *c = realloc(p->comp, (size_t)cap * sizeof *c);
-            if (!c) res = -ENOMEM;
-            else p->comp = c, p->cap_comp = cap;
-        }
-        if (p->n_comp < p->cap_comp) p->comp[p->n_comp++] = (completion){r.tag, res};
+        /* submit reserved its place: a completion is never dropped */
+        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res};
         pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
+/* Under the lock: room in the completion list for every request held plus
+ * N more, so a reader thread never needs memory to report a read. */
+static int reserve_completions(pread_io *p, int n)
+{
+    int held = p->busy + queue_len(&p->waiting) + p->n_comp;
+    if (n < 0 || n > IO_MAX_HELD - held) return -1;
+    if (held + n <= p->cap_comp) return 0;
+    int cap = p->cap_comp ? p->cap_comp : 64;
+    while (cap < held + n) cap *= 2;
+    io_done *c = realloc(p->comp, (size_t)cap * sizeof *c);
+    if (!c) return -1;
+    p->comp = c, p->cap_comp = cap;
+    return 0;
+}
+
 static int pread_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     pthread_mutex_lock(&p->mu);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) rc = queue_push(&p->waiting, &reqs[i]);
+    int rc = reserve_completions(p, n) || queue_push_all(&p->waiting, reqs, n) ? -1 : 0;
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
-    return rc ? sl_errf(err, "io: out of memory") : 0;
+    return rc ? sl_errf(err, "io: out of memory queueing %d reads", n) : 0;
 }
 
-static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int pread_wait(io_backend *b, io_done *d, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     pthread_mutex_lock(&p->mu);
     while (!p->n_comp && (p->busy || queue_len(&p->waiting))) pthread_cond_wait(&p->done, &p->mu);
     int rc = 0;
     if (p->n_comp) {
-        completion c = p->comp[--p->n_comp];
-        *tag = c.tag, *res = c.res;
+        *d = p->comp[--p->n_comp];
     } else {
         rc = sl_errf(err, "io: wait with no reads in flight");
     }
@@ -343,16 +414,13 @@ static int pread_wait(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
     return rc;
 }
 
-static int pread_poll(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err)
+static int pread_poll(io_backend *b, io_done *d, sl_err *err)
 {
     pread_io *p = (pread_io *)b;
     (void)err;
     pthread_mutex_lock(&p->mu);
     int got = p->n_comp > 0;
-    if (got) {
-        completion c = p->comp[--p->n_comp];
-        *tag = c.tag, *res = c.res;
-    }
+    if (got) *d = p->comp[--p->n_comp];
     pthread_mutex_unlock(&p->mu);
     return got;
 }

@@ -30,6 +30,13 @@ typedef struct {
     uint64_t tag;   /* returned with the completion */
 } io_req;
 
+/* A finished read: its tag and offset, and the bytes read or -errno. */
+typedef struct {
+    uint64_t tag;
+    uint64_t off;
+    int64_t res;
+} io_done;
+
 typedef struct io_backend io_backend;
 
 enum { IO_KEEP = 0, IO_PROMOTE = 1, IO_DROP = 2 };
@@ -37,14 +44,16 @@ enum { IO_KEEP = 0, IO_PROMOTE = 1, IO_DROP = 2 };
 enum { IO_DEFAULT_PREFETCH_DEPTH = 2 };
 
 typedef struct {
-    /* Queues N requests; they reach the device as depth allows. */
+    /* Queues N requests; they reach the device as depth allows.  All or
+     * nothing: on failure (err set) none of them was queued, and every
+     * request queued earlier still completes exactly once. */
     int (*submit)(io_backend *b, const io_req *reqs, int n, sl_err *err);
-    /* Blocks for one completion: its tag and result (bytes read, or -errno).
-     * Returns -1 (err set) if nothing is queued or in flight. */
-    int (*wait)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
+    /* Blocks for one completion.  Returns -1 (err set) if nothing is queued
+     * or in flight. */
+    int (*wait)(io_backend *b, io_done *d, sl_err *err);
     /* Like wait, but returns 0 at once when no read has completed yet
      * (1 when it handed one out, -1 on error). */
-    int (*poll)(io_backend *b, uint64_t *tag, int64_t *res, sl_err *err);
+    int (*poll)(io_backend *b, io_done *d, sl_err *err);
     /* Requests queued or in flight. */
     int (*pending)(const io_backend *b);
     /* Visits every queued prefetch request not yet given to the device,

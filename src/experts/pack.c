@@ -22,6 +22,7 @@
 #include "experts/pack.h"
 #include "experts/pack_format.h"
 #include "util/fileio.h"
+#include "util/fault.h"
 
 enum { WRITE_BUFFER = 8 << 20 };
 
@@ -231,8 +232,8 @@ static int flush_drive(writer *w, uint32_t d)
     drive_out *o = &w->out[d];
     uint64_t done = 0;
     while (done < o->fill) {
-        ssize_t n = pwrite(o->fd, o->buf + done, o->fill - done, (off_t)(o->pos + done));
-        if (n < 0 && errno == EINTR) continue;
+        ssize_t n = sl_sys_pwrite(o->fd, o->buf + done, o->fill - done, (off_t)(o->pos + done));
+        if (n < 0 && sl_errno_transient(errno)) continue;
         if (n < 0 && errno == EINVAL && o->direct) {
             /* the filesystem refused O_DIRECT after all: write through the cache */
             o->direct = 0;
@@ -335,7 +336,7 @@ static int sync_dir_of(const char *path)
     snprintf(tmp, sizeof tmp, "%s", path);
     int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
-    int rc = fsync(fd);
+    int rc = sl_fsync_retry(fd);
     close(fd);
     return rc;
 }
@@ -348,10 +349,10 @@ static int finish_drives(writer *w)
         if (o->pos != w->m.drive[d].file_bytes)
             return sl_errf(w->err, "%s: wrote %llu bytes, planned %llu", o->tmp, (unsigned long long)o->pos,
                            (unsigned long long)w->m.drive[d].file_bytes);
-        if (fsync(o->fd)) return sl_errf(w->err, "%s: fsync failed: %s", o->tmp, strerror(errno));
+        if (sl_fsync_retry(o->fd)) return sl_errf(w->err, "%s: fsync failed: %s", o->tmp, strerror(errno));
         close(o->fd);
         o->fd = -1;
-        if (rename(o->tmp, w->m.drive[d].path))
+        if (sl_rename_retry(o->tmp, w->m.drive[d].path))
             return sl_errf(w->err, "cannot rename %s to %s: %s", o->tmp, w->m.drive[d].path, strerror(errno));
         free(o->tmp);
         o->tmp = NULL;
@@ -372,9 +373,9 @@ static int write_manifest(writer *w, const char *out)
     if (!rc && (fd = open(w->manifest_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         rc = sl_errf(w->err, "cannot create %s: %s", w->manifest_tmp, strerror(errno));
     if (!rc) rc = sl_write_full(fd, b, len, w->manifest_tmp, w->err);
-    if (!rc && fsync(fd)) rc = sl_errf(w->err, "%s: fsync failed: %s", w->manifest_tmp, strerror(errno));
+    if (!rc && sl_fsync_retry(fd)) rc = sl_errf(w->err, "%s: fsync failed: %s", w->manifest_tmp, strerror(errno));
     if (fd >= 0) close(fd);
-    if (!rc && rename(w->manifest_tmp, out))
+    if (!rc && sl_rename_retry(w->manifest_tmp, out))
         rc = sl_errf(w->err, "cannot rename %s to %s: %s", w->manifest_tmp, out, strerror(errno));
     if (!rc) free(w->manifest_tmp), w->manifest_tmp = NULL, sync_dir_of(out);
     free(b);

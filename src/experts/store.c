@@ -36,15 +36,13 @@ typedef struct {
     uint8_t verdict;    /* settle_prefetches: IO_KEEP / IO_PROMOTE / IO_DROP */
 } slot_state;
 
-/* A completion's tag names its slot, file and (aligned) offset, so a failed
- * read is reported exactly where it happened. */
-static uint64_t make_tag(int slot, uint32_t file, uint64_t off)
-{
-    return (uint64_t)slot | (uint64_t)(file & 0xff) << 24 | (off / 4096) << 32;
-}
-static int tag_slot(uint64_t t) { return (int)(t & 0xffffff); }
-static uint32_t tag_file(uint64_t t) { return (uint32_t)(t >> 24) & 0xff; }
-static uint64_t tag_off(uint64_t t) { return (t >> 32) * 4096; }
+/* A completion's tag names its slot and file (32 bits each: a split GGUF
+ * has up to 99,999 parts, a pack any number of drives), and the completion
+ * carries the offset, so a failed read is reported exactly where it
+ * happened. */
+static uint64_t make_tag(int slot, uint32_t file) { return (uint64_t)(uint32_t)slot | (uint64_t)file << 32; }
+static int tag_slot(uint64_t t) { return (int)(uint32_t)t; }
+static uint32_t tag_file(uint64_t t) { return (uint32_t)(t >> 32); }
 
 typedef struct {
     int32_t slot;
@@ -160,20 +158,35 @@ static uint8_t *slot_mem(const store *s, int slot) { return s->mem + (uint64_t)s
 
 /* ---- reads ---- */
 
+static void mark_failed(slot_state *ss, int32_t code, uint32_t file, uint64_t off)
+{
+    if (ss->failed) return;
+    ss->failed = code;
+    ss->fail_file = file;
+    ss->fail_off = off;
+}
+
 /* Queues the planned reads (s->plan) that fill SLOT. */
 static int submit_plan(store *s, int slot, sl_err *err)
 {
     slot_state *ss = &s->slot[slot];
     read_plan *rp = &s->plan;
-    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i], rp->req[i].off);
+    for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i]);
+    if (s->io->ops->pending(s->io) == 0) s->busy_since = sl_now();
+    ss->expect = rp->expect;
+    ss->got = 0;
+    if (s->io->ops->submit(s->io, rp->req, rp->n, err)) {
+        /* nothing was queued (submit is all or nothing): the slot holds no
+         * bytes and waits for no read */
+        ss->chunks_left = 0;
+        mark_failed(ss, -ENOMEM, rp->n ? rp->file[0] : 0, rp->n ? rp->req[0].off : 0);
+        return -1;
+    }
     /* a slot with reads in flight is pinned until they land, whatever
      * happens to the request that asked for it */
     cache_pin(s->cache, slot);
     ss->chunks_left = rp->n;
-    ss->expect = rp->expect;
-    ss->got = 0;
-    if (s->io->ops->pending(s->io) == 0) s->busy_since = sl_now();
-    return s->io->ops->submit(s->io, rp->req, rp->n, err);
+    return 0;
 }
 
 /* Queues the source's reads that fill SLOT with expert (l, e); PRIO 1 for
@@ -192,7 +205,10 @@ static int submit_expert(store *s, int slot, int layer, int expert, uint8_t kind
     if (ss->prefetched) s->st.prefetch_wasted_bytes += expert_layout_bytes(s->L, ss->layer);
     *ss = (slot_state){.req = ss->req, .layer = layer, .expert = expert, .prefetched = kind != READ_DEMAND,
                        .ev = tl_start(s, kind ? TL_READ_PREFETCH : TL_READ_DEMAND, layer, expert, sl_now())};
-    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) return -1;
+    if (s->src->ops->plan(s->src, layer, expert, slot_mem(s, slot), s->cfg.chunk_bytes, &s->plan, err)) {
+        mark_failed(ss, -EINVAL, 0, 0); /* holds no bytes: never handed out as loaded */
+        return -1;
+    }
     for (int i = 0; i < s->plan.n; i++) s->plan.req[i].prio = prio;
     if (kind) s->st.prefetch_bytes += expert_layout_bytes(s->L, layer), s->st.prefetch_issued++;
     else s->st.bytes_needed += expert_layout_bytes(s->L, layer);
@@ -212,10 +228,10 @@ static int retry_elsewhere(store *s, int slot)
                             ss->fail_file, ++ss->attempts, &s->plan, &e) != 1)
         return 0;
     s->st.retries++;
-    int32_t failed = ss->failed;
+    slot_state was = *ss;
     ss->failed = 0;
     if (submit_plan(s, slot, &e) == 0) return 1;
-    ss->failed = failed;
+    ss->failed = was.failed, ss->fail_file = was.fail_file, ss->fail_off = was.fail_off;
     return 0;
 }
 
@@ -238,28 +254,19 @@ static int slot_failed(store *s, int slot, sl_err *err)
                                             : strerror(-ss->failed));
 }
 
-static void mark_failed(slot_state *ss, int32_t code, uint32_t file, uint64_t off)
-{
-    if (ss->failed) return;
-    ss->failed = code;
-    ss->fail_file = file;
-    ss->fail_off = off;
-}
-
 /* Waits for one chunk; marks its slot ready when all chunks have landed. */
-static void complete(store *s, uint64_t tag, int64_t res, double t1);
+static void complete(store *s, const io_done *d, double t1);
 
 /* Waits for one chunk (time counted as I/O wait), then completes it. */
 static int reap_one(store *s, sl_err *err)
 {
-    uint64_t tag;
-    int64_t res;
+    io_done d;
     double t0 = sl_now();
-    int rc = s->io->ops->wait(s->io, &tag, &res, err);
+    int rc = s->io->ops->wait(s->io, &d, err);
     double t1 = sl_now();
     s->st.io_wait_s += t1 - t0;
     if (rc) return -1;
-    complete(s, tag, res, t1);
+    complete(s, &d, t1);
     return 0;
 }
 
@@ -267,34 +274,37 @@ static int reap_one(store *s, sl_err *err)
  * prefetch that finished during compute counts as on time. */
 static void reap_ready(store *s)
 {
-    uint64_t tag;
-    int64_t res;
+    io_done d;
     sl_err ignored;
-    while (s->io->ops->poll(s->io, &tag, &res, &ignored) == 1) complete(s, tag, res, sl_now());
+    while (s->io->ops->poll(s->io, &d, &ignored) == 1) complete(s, &d, sl_now());
 }
 
 /* Accounts one completed chunk; marks its slot ready when all its chunks
  * have landed (or failed). */
-static void complete(store *s, uint64_t tag, int64_t res, double t1)
+static void complete(store *s, const io_done *d, double t1)
 {
     if (s->io->ops->pending(s->io) == 0) s->st.read_busy_s += t1 - s->busy_since;
+    uint64_t tag = d->tag, off = d->off;
+    int64_t res = d->res;
     int slot = tag_slot(tag);
     slot_state *ss = &s->slot[slot];
     s->st.reads++;
     if (res > 0) s->st.bytes_read += (uint64_t)res, ss->got += (uint64_t)res;
+#ifdef SLUICE_TEST_FAULTS
     if (s->cfg.fault && res >= 0) {
-        int f = s->cfg.fault(s->cfg.fault_ctx, tag_file(tag), tag_off(tag), (uint32_t)res);
+        int f = s->cfg.fault(s->cfg.fault_ctx, tag_file(tag), off, (uint32_t)res);
         if (f) res = f;
     }
-    if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), tag_off(tag), res, t1);
-    if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), tag_off(tag));
+#endif
+    if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), off, res, t1);
+    if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), off);
     if (--ss->chunks_left > 0) return;
     tl_end(s, ss->ev, t1);
     cache_unpin(s->cache, slot); /* the loading pin */
-    if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), tag_off(tag));
+    if (!ss->failed && ss->got != ss->expect) mark_failed(ss, -ENODATA, tag_file(tag), off);
     if (!ss->failed && s->src->ops->check &&
         s->src->ops->check(s->src, ss->layer, ss->expert, slot_mem(s, slot), &s->check_err))
-        mark_failed(ss, -EBADMSG, tag_file(tag), tag_off(tag));
+        mark_failed(ss, -EBADMSG, tag_file(tag), off);
     if (ss->failed && retry_elsewhere(s, slot)) return;
     if (ss->req >= 0) {
         s->req[ss->req].state = REQ_READY;
@@ -668,13 +678,23 @@ static int load_pinned(store *s, sl_err *err)
         int l = keys[i] / s->L->n_expert, e = keys[i] % s->L->n_expert;
         if (!expert_layout_bytes(s->L, l)) continue; /* no routed experts there */
         int64_t evicted;
-        rc = submit_expert(s, cache_admit(s->cache, l, e, &evicted), l, e, READ_DEMAND, err);
+        int slot = cache_admit(s->cache, l, e, &evicted);
+        if (slot < 0) break; /* every slot pinned: the tier ends here */
         keys[k++] = keys[i];
+        rc = submit_expert(s, slot, l, e, READ_DEMAND, err);
     }
-    while (!rc && s->io->ops->pending(s->io) > 0) rc = reap_one(s, err);
-    for (int i = 0; i < k && !rc; i++) {
+    /* reads already queued land before anything else happens to their slots */
+    while (s->io->ops->pending(s->io) > 0) {
+        sl_err e;
+        if (reap_one(s, rc ? &e : err)) {
+            rc = -1;
+            break;
+        }
+    }
+    for (int i = 0; i < k; i++) {
         int slot = cache_find(s->cache, keys[i] / s->L->n_expert, keys[i] % s->L->n_expert);
-        if (s->slot[slot].failed) rc = slot_failed(s, slot, err);
+        if (slot < 0) continue; /* cannot happen: admitted above and pinned since */
+        if (!rc && s->slot[slot].failed) rc = slot_failed(s, slot, err);
         cache_unpin(s->cache, slot);
         cache_set_permanent(s->cache, slot);
     }

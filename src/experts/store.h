@@ -31,7 +31,8 @@ typedef struct {
     int queue_depth;       /* reads in flight */
     int prefetch_depth;    /* prefetch reads in flight at most (0: io.h's default) */
     uint32_t chunk_bytes;  /* reads are split into chunks of at most this */
-    /* Test hook: may turn a completed read into an error (-errno). */
+    /* Test hook (test builds only, util/fault.h: ignored in a release
+     * build): may turn a completed read into an error (-errno). */
     int (*fault)(void *ctx, uint32_t file, uint64_t off, uint32_t len);
     void *fault_ctx;
     /* Heat (experts/heat.h), may be NULL: seeds the LFRU counts and picks

@@ -479,7 +479,12 @@ static int add_part(gguf_file *g, const char *path, sl_err *err, int *fd_out, ui
         return sl_errf(err, "%s: out of memory", path);
     }
     g->parts = p;
-    p[g->n_parts] = (gguf_part){.path = strdup(path), .fd = fd, .size = (uint64_t)st.st_size};
+    char *name = strdup(path);
+    if (!name) {
+        close(fd);
+        return sl_errf(err, "%s: out of memory", path);
+    }
+    p[g->n_parts] = (gguf_part){.path = name, .fd = fd, .size = (uint64_t)st.st_size};
     g->n_parts++;
     *fd_out = fd;
     *size = (uint64_t)st.st_size;
@@ -563,6 +568,10 @@ int gguf_open(gguf_file **out, const char *path, sl_err *err)
     gguf_file *g = calloc(1, sizeof *g);
     if (!g) return sl_errf(err, "out of memory");
     g->path = strdup(path);
+    if (!g->path) {
+        free(g);
+        return sl_errf(err, "%s: out of memory", path);
+    }
     int fd;
     uint64_t size, data_off = 0;
     int rc = add_part(g, path, err, &fd, &size);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "util/fileio.h"
+#include "util/fault.h"
 
 #define DEFAULT_ALIGNMENT 32
 #define DEFAULT_BUF (8u << 20)
@@ -172,7 +173,9 @@ static int add_key(gguf_writer *w, const char *key, uint64_t key_len, sl_err *er
         if (!k) return sl_errf(err, "gguf writer: out of memory");
         w->keys = k, w->cap_keys = cap;
     }
-    w->keys[w->n_kv] = key_len == strnlen(key, (size_t)key_len + 1) ? strdup(key) : NULL;
+    bool plain = key_len == strnlen(key, (size_t)key_len + 1);
+    w->keys[w->n_kv] = plain ? strdup(key) : NULL;
+    if (plain && !w->keys[w->n_kv]) return sl_errf(err, "gguf writer: out of memory");
     w->n_kv++;
     put_str(&w->kv, key, key_len);
     return 0;
@@ -398,8 +401,8 @@ static int write_all(gguf_writer *w, const uint8_t *p, size_t n)
 {
     size_t done = 0;
     while (done < n) {
-        ssize_t k = write(w->fd, p + done, n - done);
-        if (k < 0 && errno == EINTR) continue;
+        ssize_t k = sl_sys_write(w->fd, p + done, n - done);
+        if (k < 0 && sl_errno_transient(errno)) continue;
         if (k < 0 && errno == EINVAL && w->direct && done == 0) {
             int fl = fcntl(w->fd, F_GETFL);
             if (fl >= 0 && fcntl(w->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
@@ -642,7 +645,7 @@ int gguf_w_close(gguf_writer *w, sl_err *err)
     if (!rc) rc = io_failed(w, err);
     if (!rc && w->disk_pos != size && ftruncate(w->fd, (off_t)size) != 0)
         rc = sl_errf(err, "%s: cannot truncate to %llu bytes: %s", w->path, (unsigned long long)size, strerror(errno));
-    if (!rc && w->o.sync && fdatasync(w->fd) != 0)
+    if (!rc && w->o.sync && sl_fdatasync_retry(w->fd) != 0)
         rc = sl_errf(err, "%s: fdatasync failed: %s", w->path, strerror(errno));
     if (!rc && w->o.drop_cache) posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(w->fd) != 0 && !rc) rc = sl_errf(err, "%s: close failed: %s", w->path, strerror(errno));

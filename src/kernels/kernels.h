@@ -65,8 +65,14 @@ int act_prepare(sl_act *a, uint32_t wtype, const float *x, int64_t n, int64_t ro
                 sl_pool *pool, sl_err *err);
 void act_free(sl_act *a);
 
+/* 0 if X was prepared for W (its vector type and length); otherwise -1 with
+ * a message naming both shapes.  Every product the engine runs is checked
+ * first: a mismatch is a bug, and it must stop the run, never compute. */
+int matmul_check(const sl_mat *w, const sl_act *x, sl_err *err);
+
 /* y[t * y_stride + r] = dot(W row r, x row t) for r in [0, w->ne1), t in
- * [0, x->rows).  x must have been prepared for w->type.  Work is split over
+ * [0, x->rows).  x must have been prepared for w->type (matmul_check); a
+ * mismatched call writes NaN, which the sampler refuses.  Work is split over
  * the pool by rows; pool may be NULL (single thread). */
 void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool *pool);
 

@@ -433,8 +433,19 @@ static bool shapes_ok(const sl_mat *w, const sl_act *x)
     return dot_for(w->type) && x->vtype == kernels_vec_dot_type(w->type) && x->n == w->ne0;
 }
 
-/* A misuse (activations prepared for another type or length) is a bug in
- * the caller; NaN outputs make it visible without printing from here. */
+int matmul_check(const sl_mat *w, const sl_act *x, sl_err *err)
+{
+    if (!dot_for(w->type))
+        return sl_errf(err, "matmul: no dot product for weights of type %s", ggml_type_name(w->type));
+    if (x->vtype != kernels_vec_dot_type(w->type) || x->n != w->ne0)
+        return sl_errf(err, "matmul: activations of type %s x %lld do not fit weights of type %s x %lld (need %s)",
+                       ggml_type_name(x->vtype), (long long)x->n, ggml_type_name(w->type), (long long)w->ne0,
+                       ggml_type_name(kernels_vec_dot_type(w->type)));
+    return 0;
+}
+
+/* A caller that skipped matmul_check (a bug): NaN outputs make it visible
+ * without printing from here, and the sampler refuses all-NaN logits. */
 static void fill_nan(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     for (int64_t t = 0; t < x->rows; t++)

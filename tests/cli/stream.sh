@@ -87,7 +87,7 @@ else
 fi
 
 # ---- a failed read stops the run with the file and offset ----
-SLUICE_FAULT_READ=30 "$BIN" run -m "$MODEL" --temp 0 -n 40 -p "$P" --mem "$M6" >/dev/null 2>"$T/fault.err"
+SLUICE_FAULT_READ=30 "$TBIN" run -m "$MODEL" --temp 0 -n 40 -p "$P" --mem "$M6" >/dev/null 2>"$T/fault.err"
 rc=$?
 if [ $rc -eq 1 ] && grep -q "tinymoe-q8_0.gguf: read of expert .* at offset [0-9]* failed: Input/output error" "$T/fault.err"; then
     ok "stream: a failed read is an error naming file and offset"
