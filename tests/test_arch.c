@@ -91,6 +91,7 @@ static const fixture fixtures[] = {
     {"qwen35moe-a3b-F32", false, 1e-6, TIGHT, 0, 2e-6},     /* 3.93e-7 / 0 (prompt 3.22e-7) */
     /* qwen35moe F16: prompt 1's logits at 6.07e-5 R (the others ~5e-8) */
     {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
+    {"glm4moe-air-F16", false, 1e-6, 5e-4, 16, 1e-3},       /* 1.73e-4 / 11 of 24 (prompt 8.25e-8) */
 };
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may
