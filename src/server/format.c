@@ -149,6 +149,8 @@ char *srv_metrics_text(srv *s)
     metric(&t, "requests_rejected_total", "counter", "requests refused because the queue was full",
            (double)atomic_load(&m->rejected));
     metric(&t, "queue_depth", "gauge", "requests waiting for the model", (double)jq_depth(&s->q));
+    metric(&t, "requests_processing", "gauge", "generations running now",
+           (double)atomic_load(&s->m.processing));
     metric(&t, "prompt_tokens_total", "counter", "prompt tokens of all generations",
            (double)atomic_load(&m->prompt_tokens));
     metric(&t, "cached_tokens_total", "counter", "prompt tokens reused from the KV cache (prefix reuse)",

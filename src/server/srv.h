@@ -16,6 +16,7 @@ typedef enum { SRV_LOADING, SRV_OK, SRV_ERROR } srv_state;
 
 typedef struct {
     atomic_uint_fast64_t requests, errors, rejected, prompt_tokens, cached_tokens, gen_tokens;
+    atomic_int processing; /* generations running now (0 or 1: one model, one generation) */
     /* figures of the last generation, for /metrics and the page */
     pthread_mutex_t mu;
     double last_decode_tps, last_prompt_tps, last_ttft_s;

@@ -521,8 +521,13 @@ static void do_generate(srv *s, srv_job *j)
     if (r->stream) stream_start(&g, n);
     sluice_callbacks cb = {.user = &g, .on_text = on_text, .on_token = on_token};
     sluice_result res = {0};
+    atomic_fetch_add(&s->m.processing, 1);
     int rc = stops ? sluice_generate_tokens(s->sl, ids, n, &sp, &cb, &res, err, ERR_CAP)
                    : (snprintf(err, ERR_CAP, "out of memory"), -1);
+    atomic_fetch_sub(&s->m.processing, 1);
+    /* read now: a shutdown that starts after the generation ended must not
+       keep its finished context from being saved */
+    bool cut = atomic_load(&j->cancel);
     j->prompt_tokens = (int64_t)n, j->cached_tokens = res.cached_tokens, j->gen_tokens = (int64_t)res.n_ids;
     atomic_fetch_add(&s->m.prompt_tokens, n);
     atomic_fetch_add(&s->m.cached_tokens, (uint64_t)res.cached_tokens);
@@ -550,7 +555,7 @@ static void do_generate(srv *s, srv_job *j)
         const char *echo = !chat && r->echo ? r->prompt : NULL;
         job_json(j, body_response(&g, &res, chat ? &rep : NULL, n, echo));
     }
-    if (rc == 0 && s->kv && !atomic_load(&j->cancel)) kvdir_save(s->kv, s->sl);
+    if (rc == 0 && s->kv && !cut) kvdir_save(s->kv, s->sl);
     if (parsed) chat_reply_free(&rep);
     sluice_result_free(&res);
     json_decref(g.lp);
