@@ -56,7 +56,7 @@ static void emit(const sl_vocab *v, const char *text, int32_t extra, const gen_o
         return;
     }
     gen_emitter e;
-    gen_callbacks cb = {sk, NULL, on_token, on_text};
+    gen_callbacks cb = {sk, NULL, on_token, on_text, NULL};
     emitter_init(&e, v, o, &cb, r);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = emitter_push(&e, ids[i], &err);
@@ -138,7 +138,7 @@ static void check_limits(const sl_vocab *v)
     T_CHECK(vocab_tokenize(v, "one two three four", 18, false, false, &ids, &n, &err) == 0, "%s", err.msg);
     gen_emitter e;
     sk.stop_after_tokens = 2;
-    gen_callbacks cb = {&sk, NULL, on_token, on_text};
+    gen_callbacks cb = {&sk, NULL, on_token, on_text, NULL};
     emitter_init(&e, v, &o, &cb, &r);
     int rc = 0;
     size_t i = 0;

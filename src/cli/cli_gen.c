@@ -101,6 +101,16 @@ const char CLI_STREAM_HELP[] =
     "  --trace-out FILE     write the routing trace (shared/traces schema, with the pilot's\n"
     "                       predictions) for sluice replay and sluice heat --trace";
 
+const char CLI_DRAFT_HELP[] =
+    "speculative decoding (output identical to plain decoding; docs/DRAFT.md):\n"
+    "  --draft D            ngram (continue an earlier match of the last tokens), a draft model\n"
+    "                       with the target's vocabulary (MODEL.gguf: n-gram first, the model\n"
+    "                       otherwise), or random (garbage proposals: tests, economics)\n"
+    "  --draft-max K        draft exactly up to K tokens a step (1..16; default adaptive up to 16)\n"
+    "  --draft-min K        fewer drafted tokens than K: a plain step instead (default 1)\n"
+    "  --draft-p-min P      stop drafting below draft probability P (default 0: never)\n"
+    "  --ngram-min N, --ngram-max N   n-gram lookup lengths (default 1 and 4)\n";
+
 static int parse_size(const char *name, const char *arg, uint64_t *out)
 {
     int64_t v = cli_parse_size(arg);
@@ -307,6 +317,24 @@ static void print_prefetch(FILE *f, const json_t *st)
                 cli_fmt_bytes((uint64_t)json_integer_value(json_object_get(p, "wasted_bytes")), b, sizeof b));
 }
 
+/* The speculative decoding line(s), when a draft was on. */
+static void print_draft(FILE *f, const json_t *st)
+{
+    const json_t *d = json_object_get(st, "draft");
+    if (!d) return;
+    fprintf(f, "%-27s %s: %lld of %lld drafted tokens kept (%.1f%%) in %lld verifications\n", "draft",
+            json_string_value(json_object_get(d, "mode")), (long long)json_integer_value(json_object_get(d, "accepted")),
+            (long long)json_integer_value(json_object_get(d, "proposed")),
+            100 * json_number_value(json_object_get(d, "acceptance")), (long long)json_integer_value(json_object_get(d, "steps")));
+    const json_t *a = json_object_get(d, "acceptance_by_depth"), *k = json_object_get(d, "k_hist");
+    fprintf(f, "%-27s", "  acceptance by depth");
+    for (size_t i = 0; i < json_array_size(a); i++) fprintf(f, " %.0f%%", 100 * json_number_value(json_array_get(a, i)));
+    fprintf(f, "\n%-27s", "  steps by K (0: plain)");
+    for (size_t i = 0; i < json_array_size(k); i++) fprintf(f, " %lld", (long long)json_integer_value(json_array_get(k, i)));
+    fprintf(f, "\n%-27s %.3f s drafting, %.3f s verifying\n", "  time", json_number_value(json_object_get(d, "draft_s")),
+            json_number_value(json_object_get(d, "verify_s")));
+}
+
 void cli_print_stats(FILE *f, const json_t *st)
 {
     size_t nf;
@@ -322,6 +350,7 @@ void cli_print_stats(FILE *f, const json_t *st)
     }
     fprintf(f, "%-27s %lld\n", "seed", (long long)json_integer_value(json_object_get(st, "seed")));
     print_prefetch(f, st);
+    print_draft(f, st);
 }
 
 int cli_write_json(const char *path, json_t *root)
@@ -354,6 +383,18 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
         if (cli_parse_int("-t", arg, 0, 1024, &v)) return -1;
         mo->threads = (int)v;
         return 1;
+    case CLI_OPT_DRAFT: mo->draft = arg; return 1;
+    case CLI_OPT_DRAFT_MAX: case CLI_OPT_DRAFT_MIN: case CLI_OPT_NGRAM_MIN: case CLI_OPT_NGRAM_MAX: {
+        bool ng = opt == CLI_OPT_NGRAM_MIN || opt == CLI_OPT_NGRAM_MAX;
+        const char *name = opt == CLI_OPT_DRAFT_MAX ? "--draft-max" : opt == CLI_OPT_DRAFT_MIN ? "--draft-min"
+                           : opt == CLI_OPT_NGRAM_MIN ? "--ngram-min" : "--ngram-max";
+        if (cli_parse_int(name, arg, ng ? 1 : 0, ng ? 64 : 16, &v)) return -1;
+        int32_t *dst = opt == CLI_OPT_DRAFT_MAX ? &mo->draft_max : opt == CLI_OPT_DRAFT_MIN ? &mo->draft_min
+                       : opt == CLI_OPT_NGRAM_MIN ? &mo->ngram_min : &mo->ngram_max;
+        *dst = (int32_t)v;
+        return 1;
+    }
+    case CLI_OPT_DRAFT_P_MIN: return cli_parse_float("--draft-p-min", arg, &mo->draft_p_min) ? -1 : 1;
     case CLI_OPT_TEMP: return cli_parse_float("--temp", arg, &sp->temp) ? -1 : 1;
     case CLI_OPT_TOPP: return cli_parse_float("--top-p", arg, &sp->top_p) ? -1 : 1;
     case CLI_OPT_MINP: return cli_parse_float("--min-p", arg, &sp->min_p) ? -1 : 1;
@@ -395,6 +436,12 @@ static sluice_options api_options(const cli_model_opts *o, const char *path)
     so.heat_file = eo->heat_file;
     so.no_heat = eo->no_heat;
     so.pin_bytes = eo->pin;
+    so.draft = o->draft;
+    so.draft_max = o->draft_max;
+    so.draft_min = o->draft_min;
+    so.draft_p_min = o->draft_p_min;
+    so.ngram_min = o->ngram_min;
+    so.ngram_max = o->ngram_max;
     return so;
 }
 

@@ -27,6 +27,10 @@ typedef struct {
     bool model_only;        /* load the model, no pool or session */
     engine_opts eo;         /* expert placement: --mem, --io, --pin, --pack ... */
     long fault_countdown;   /* SLUICE_FAULT_READ (tests), for the whole run */
+    /* speculative decoding: --draft, --draft-max, --draft-min, --draft-p-min, --ngram-min/max */
+    const char *draft;
+    int32_t draft_max, draft_min, ngram_min, ngram_max;
+    float draft_p_min;
 } cli_model_opts;
 
 typedef struct {
@@ -48,6 +52,7 @@ enum {
     CLI_OPT_REPEAT_PENALTY, CLI_OPT_REPEAT_LAST_N, CLI_OPT_PRESENCE_PENALTY, CLI_OPT_FREQUENCY_PENALTY,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
     CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT,
+    CLI_OPT_DRAFT, CLI_OPT_DRAFT_MAX, CLI_OPT_DRAFT_MIN, CLI_OPT_DRAFT_P_MIN, CLI_OPT_NGRAM_MIN, CLI_OPT_NGRAM_MAX,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -59,7 +64,14 @@ enum {
         {"repeat-penalty", required_argument, 0, CLI_OPT_REPEAT_PENALTY},                                    \
         {"repeat-last-n", required_argument, 0, CLI_OPT_REPEAT_LAST_N},                                      \
         {"presence-penalty", required_argument, 0, CLI_OPT_PRESENCE_PENALTY},                                \
-        {"frequency-penalty", required_argument, 0, CLI_OPT_FREQUENCY_PENALTY}, CLI_STREAM_LONGOPTS
+        {"frequency-penalty", required_argument, 0, CLI_OPT_FREQUENCY_PENALTY}, CLI_DRAFT_LONGOPTS,           \
+        CLI_STREAM_LONGOPTS
+/* Speculative decoding flags (run, chat, bench). */
+#define CLI_DRAFT_LONGOPTS                                                                                    \
+    {"draft", required_argument, 0, CLI_OPT_DRAFT}, {"draft-max", required_argument, 0, CLI_OPT_DRAFT_MAX},   \
+        {"draft-min", required_argument, 0, CLI_OPT_DRAFT_MIN},                                               \
+        {"draft-p-min", required_argument, 0, CLI_OPT_DRAFT_P_MIN},                                           \
+        {"ngram-min", required_argument, 0, CLI_OPT_NGRAM_MIN}, {"ngram-max", required_argument, 0, CLI_OPT_NGRAM_MAX}
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \
     {"mem", required_argument, 0, CLI_OPT_MEM}, {"io", required_argument, 0, CLI_OPT_IO},                     \
@@ -73,6 +85,8 @@ enum {
 
 /* Help text for the expert placement flags. */
 extern const char CLI_STREAM_HELP[];
+/* Help text for the drafting flags. */
+extern const char CLI_DRAFT_HELP[];
 
 /* Applies one expert placement flag; same returns as cli_gen_option. */
 int cli_stream_option(int opt, const char *arg, engine_opts *eo);

@@ -67,8 +67,8 @@ static void usage(FILE *f)
                "      --temp, --top-k, --top-p, --min-p, --seed   sampling, as for sluice run\n"
                "      --ignore-eos    do not stop at end-of-generation tokens\n"
                "      --stats         print each turn's speed and cache reuse to stderr\n"
-               "      --no-cache      re-evaluate the whole conversation every turn (for comparison)\n\n%s",
-            CLI_STREAM_HELP);
+               "      --no-cache      re-evaluate the whole conversation every turn (for comparison)\n\n%s\n%s",
+            CLI_STREAM_HELP, CLI_DRAFT_HELP);
 }
 
 enum { O_SYSTEM = CLI_OPT_FIRST_FREE, O_NO_CACHE, O_STATS, O_IGNORE_EOS };

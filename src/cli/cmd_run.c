@@ -50,8 +50,8 @@ static void usage(FILE *f)
             "      --stats            print speed, time to first token and peak memory to stderr\n"
             "      --json             print one JSON object with ids, text and timings instead of text\n"
             "      --stats-json FILE  write the timings and peak RSS as JSON to FILE\n"
-            "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n\n%s",
-            CLI_STREAM_HELP);
+            "      --logits-out FILE  write the last prompt position's logits (n_vocab little-endian f32)\n\n%s\n%s",
+            CLI_DRAFT_HELP, CLI_STREAM_HELP);
 }
 
 enum {

@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,4 +156,48 @@ int emitter_push_token(gen_emitter *e, const gen_token *t, sl_err *err)
         r->stop = GEN_STOP_LIMIT;
     if (r->stop == GEN_RUNNING) return 0;
     return emitter_finish(e, r->stop, err) ? -1 : 1;
+}
+
+/* --------------------------------------------------------- log-probs */
+
+enum { MAX_TOP = 64 };
+
+typedef struct {
+    gen_logprob top[MAX_TOP];
+} logprob_buf;
+
+static bool ahead(float la, int32_t a, float lb, int32_t b) { return la > lb || (la == lb && a < b); }
+
+/* T->logprob of T->id, and the N most likely tokens, under the softmax of
+ * the raw LOGITS (log-sum-exp in double, so a 150k vocabulary loses
+ * nothing to rounding). */
+static void describe(gen_token *t, const float *logits, int32_t n_vocab, int32_t n, logprob_buf *b)
+{
+    if (n > MAX_TOP) n = MAX_TOP;
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    int32_t k = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        sum += exp((double)logits[i] - mx);
+        if (n <= 0 || (k == n && !ahead(logits[i], i, b->top[k - 1].logprob, b->top[k - 1].id))) continue;
+        int32_t j = k < n ? k++ : n - 1; /* insertion into the sorted top list */
+        while (j > 0 && ahead(logits[i], i, b->top[j - 1].logprob, b->top[j - 1].id)) b->top[j] = b->top[j - 1], j--;
+        b->top[j] = (gen_logprob){i, logits[i]};
+    }
+    double lse = mx + log(sum);
+    t->logprob = (float)(logits[t->id] - lse);
+    for (int32_t i = 0; i < k; i++) b->top[i].logprob = (float)(b->top[i].logprob - lse);
+    t->top = b->top;
+    t->n_top = k;
+}
+
+int emitter_push_row(gen_emitter *e, int32_t id, const float *logits, int32_t n_vocab, sl_err *err)
+{
+    if (e->res->stop != GEN_RUNNING) return 1;
+    if (e->cb.on_logits) e->cb.on_logits(e->cb.ud, logits, n_vocab);
+    gen_token t = {.id = id};
+    logprob_buf lb;
+    if (e->opts.logprobs) describe(&t, logits, n_vocab, e->opts.n_probs, &lb);
+    return emitter_push_token(e, &t, err);
 }

@@ -63,6 +63,9 @@ typedef struct {
     int (*on_token)(void *ud, const gen_token *t);
     /* Output text as it becomes safe to show. */
     int (*on_text)(void *ud, const char *text, size_t len);
+    /* The full logit row each output token was sampled from (tests: the
+     * rows of drafted and plain decoding must be the same bits). */
+    void (*on_logits)(void *ud, const float *logits, int32_t n_vocab);
 } gen_callbacks;
 
 typedef struct {
@@ -94,6 +97,9 @@ void emitter_init(gen_emitter *e, const sl_vocab *v, const gen_opts *o, const ge
 int emitter_push(gen_emitter *e, int32_t id, sl_err *err);
 /* The same with the token's log-probabilities for on_token. */
 int emitter_push_token(gen_emitter *e, const gen_token *t, sl_err *err);
+/* The same for a token sampled from LOGITS (n_vocab floats): its
+ * log-probabilities come from them when the options ask for them. */
+int emitter_push_row(gen_emitter *e, int32_t id, const float *logits, int32_t n_vocab, sl_err *err);
 /* Ends generation for REASON (if still running) and shows the held text. */
 int emitter_finish(gen_emitter *e, gen_stop reason, sl_err *err);
 void emitter_free(gen_emitter *e);

@@ -46,13 +46,20 @@ int seq_rewind(gen_seq *q, size_t n, sl_err *err);
  * PROMPT are at hand.  Returns the number of tokens reused, -1 on error. */
 int64_t seq_reuse(gen_seq *q, const int32_t *prompt, size_t n, sl_err *err);
 
+struct spec;
+
+/* Samples a token from Q's logits with SMP, accepts it into SMP's history
+ * and hands it to the emitter (not to Q).  Returns the emitter's verdict. */
+int gen_sample(gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err);
+
 /* Evaluates Q's pending tokens (the prompt), then generates with sampler
- * SMP until a stop condition, reporting through CB and filling RES
+ * SMP until a stop condition (drafting each step through SP, spec.h, when
+ * it is not NULL; the output is the same), reporting through CB and filling RES
  * (timings included).  Every sampled token is accepted by SMP and appended
  * to Q, the last one pending; a token sampled when the context is already
  * full is output but not held (GEN_STOP_CTX).  The caller accepts the
  * prompt into SMP's history (sampler_accept_prompt) if SMP is fresh. */
 int generate(const sl_model *m, gen_seq *q, sl_sampler *smp, const gen_opts *o, const gen_callbacks *cb,
-             gen_result *res, sl_err *err);
+             struct spec *sp, gen_result *res, sl_err *err);
 
 #endif

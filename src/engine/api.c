@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
+#include "decode/draft.h"
+#include "decode/draft_model.h"
 #include "decode/generate.h"
+#include "decode/spec.h"
 #include "engine/api_int.h"
 #include "chat/openai.h"
 #include "experts/pack.h"
@@ -39,6 +42,11 @@ struct sluice {
     gen_stop last_stop;
     uint32_t last_seed;
     char notes[2048];
+    /* speculative decoding (sluice_options.draft), NULL when off */
+    drafter *draft;
+    spec *spec;
+    spec_stats last_spec;
+    char draft_note[768];
 };
 
 struct sluice_sampler {
@@ -106,7 +114,16 @@ static int engine_options(const sluice_options *o, const sluice_open_extra *x, e
         eo->prefetch = (sl_prefetch_mode)m, eo->prefetch_set = true;
     }
     if (o->flash_attn < -1 || o->flash_attn > 1) return fail(err, cap, "flash_attn must be -1, 0 or 1");
-    if (o->draft) return fail(err, cap, "speculative decoding (draft '%s') is not available in this build", o->draft);
+    if (o->draft) {
+        if (o->draft_max < 0 || o->draft_max > DRAFT_MAX) return fail(err, cap, "draft_max must be in [0, %d]", DRAFT_MAX);
+        if (o->draft_min < 0 || o->draft_min > DRAFT_MAX) return fail(err, cap, "draft_min must be in [0, %d]", DRAFT_MAX);
+        if (o->draft_max > 0 && o->draft_min > o->draft_max)
+            return fail(err, cap, "draft_min (%d) is above draft_max (%d)", (int)o->draft_min, (int)o->draft_max);
+        if (!(o->draft_p_min >= 0 && o->draft_p_min <= 1)) return fail(err, cap, "draft_p_min must be in [0, 1]");
+        if (o->ngram_min < 0 || o->ngram_max < 0 || o->ngram_min > 64 || o->ngram_max > 64)
+            return fail(err, cap, "ngram_min and ngram_max must be in [0, 64]");
+        eo->n_rollback = DRAFT_MAX; /* a verification keeps any prefix of its K + 1 positions */
+    }
     return kv_mode(o, &eo->kv_mode, err, cap);
 }
 
@@ -117,6 +134,38 @@ static char *model_name(const sl_model *m, const char *path)
     if (gguf_get_str(model_gguf(m), "general.name", &v, &e) == 1 && v->len) return strndup(v->s, v->len);
     const char *b = strrchr(path, '/');
     return strdup(b ? b + 1 : path);
+}
+
+/* The drafter and verifier of sluice_options.draft: "ngram", "random"
+ * (uniform ids, some past the vocabulary: tests and the economics' worst
+ * case) or a draft model's path. */
+static int open_draft(sluice *s, const sluice_options *o, char *err, size_t cap)
+{
+    int32_t nv = model_n_vocab(s->eng.model);
+    drafter_opts d = {.ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .seed = 1234,
+                      .random_range = nv + 16, .p_min = o->draft_p_min};
+    draft_kind kind = !strcmp(o->draft, "ngram") ? DRAFT_NGRAM : !strcmp(o->draft, "random") ? DRAFT_RANDOM : DRAFT_MODEL;
+    sl_err e;
+    if (drafter_create(&s->draft, kind, &d, &e)) return fail(err, cap, "%s", e.msg);
+    if (kind == DRAFT_MODEL) {
+        draft_model *dm;
+        if (draft_model_open(&dm, o->draft, s->eng.model, s->eng.pool, session_n_ctx(s->eng.session), o->draft_p_min,
+                             true, &e))
+            return fail(err, cap, "%s", e.msg);
+        drafter_set_model(s->draft, dm);
+        if (draft_model_xvocab(dm))
+            snprintf(s->draft_note, sizeof s->draft_note,
+                     "draft %s has another vocabulary (%s): drafting across vocabularies (text re-tokenized)", o->draft,
+                     draft_model_xvocab(dm));
+    }
+    spec_opts so = {.k_max = o->draft_max, .k_min = o->draft_min};
+    if (spec_create(&s->spec, s->draft, &so, nv, &e)) return fail(err, cap, "%s", e.msg);
+    spec_set_layout(s->spec, model_expert_layout(s->eng.model));
+    if (!s->eng.trace) { /* the routing trace has the observer otherwise: no union figure then */
+        route_observer ob = {.route = spec_observe_route, .ctx = s->spec};
+        model_set_route_observer(s->eng.model, &ob);
+    }
+    return 0;
 }
 
 int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extra *x, char *err, size_t cap)
@@ -143,6 +192,10 @@ int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extr
         sluice_close(s);
         return fail(err, cap, "%s", e.msg);
     }
+    if (o->draft && open_draft(s, o, err, cap)) {
+        sluice_close(s);
+        return -1;
+    }
     s->last.load_s = s->load_s;
     *out = s;
     return ok(err, cap);
@@ -157,6 +210,9 @@ void sluice_close(sluice *s)
 {
     if (!s) return;
     seq_free(&s->seq);
+    if (s->spec && !s->eng.trace) model_set_route_observer(s->eng.model, NULL);
+    spec_free(s->spec);
+    drafter_free(s->draft);
     engine_close(&s->eng);
     chat_tmpl_free(s->tmpl);
     free(s->tmpl_src);
@@ -188,6 +244,7 @@ const char *sluice_notes(const sluice *cs, int verbose)
     sluice *s = (sluice *)cs; /* the text is built in the handle's buffer */
     const sl_engine *e = &s->eng;
     snprintf(s->notes, sizeof s->notes, "%s", e->note);
+    if (s->draft_note[0]) add_line(s->notes, sizeof s->notes, "%s", s->draft_note);
     if (!verbose || !e->streaming || e->io == STORE_IO_MMAP) return s->notes;
     char a[32], b[32], c[32], d[32], f[32];
     const mem_plan *p = &e->plan;
@@ -484,11 +541,19 @@ static int run_generation(sluice *s, const sluice_sampling *sp, const sluice_cal
     relay r = {s, cb, text_fn, text_user};
     gen_opts go = {.n_predict = sp->n_predict, .ignore_eog = sp->ignore_eos, .stops = sp->stop,
                    .n_stops = sp->stop ? sp->n_stop : 0, .logprobs = cb && cb->on_token, .n_probs = sp->n_probs};
-    gen_callbacks gc = {&r, relay_prompt, relay_token, relay_text};
-    gen_result g;
+    gen_callbacks gc = {&r, relay_prompt, relay_token, relay_text, NULL};
+    gen_result g = {0};
     sl_err e;
     engine_mark_prompt_start(&s->eng);
-    int rc = generate(s->eng.model, &s->seq, smp, &go, &gc, &g, &e);
+    int rc = 0;
+    if (s->spec) {
+        spec_reset_stats(s->spec);
+        spec_seed(s->spec, s->last_seed);
+        draft_model *dm = drafter_model(s->draft);
+        if (dm) rc = draft_model_set_sampling(dm, sampler_get_params(smp), &e);
+    }
+    if (rc == 0) rc = generate(s->eng.model, &s->seq, smp, &go, &gc, s->spec, &g, &e);
+    if (s->spec) s->last_spec = *spec_get_stats(s->spec);
     sampler_free(smp);
     g.stats.load_s = s->load_s;
     g.stats.cached_tokens = cached;
@@ -622,6 +687,7 @@ void sluice_get_stats(const sluice *s, sluice_stats *out)
                           .cache_hits = ss.cache_hits, .cache_misses = ss.cache_misses,
                           .cache_hit_rate = lookups ? (double)ss.cache_hits / (double)lookups : 0,
                           .prefetch_recall = ps.mode == SL_PREFETCH_OFF ? 0 : ps.recall, .io_wait_s = ss.io_wait_s,
+                          .draft_proposed = s->last_spec.proposed, .draft_accepted = s->last_spec.accepted,
                           .peak_rss_bytes = stats_peak_rss()};
 }
 
@@ -660,6 +726,36 @@ static void prefetch_json(const sluice *s, json_t *obj)
     for (int i = 0; i < ps.n_layers; i++) json_array_append_new(layers, prefetch_layer_json(&ps.layers[i]));
     json_object_set_new(o, "per_layer", layers);
     json_object_set_new(obj, "prefetch", o);
+}
+
+/* Speculative decoding figures of the last generation (spec.h). */
+static void draft_json(const sluice *s, json_t *obj)
+{
+    if (!s->spec) return;
+    const spec_stats *d = &s->last_spec;
+    json_t *o = json_object(), *depth = json_array(), *kh = json_array();
+    draft_model *dm = drafter_model(s->draft);
+    json_object_set_new(o, "mode", json_string(dm && draft_model_xvocab(dm) ? "model-xvocab+ngram" : drafter_name(s->draft)));
+    json_object_set_new(o, "proposed", json_integer(d->proposed));
+    json_object_set_new(o, "accepted", json_integer(d->accepted));
+    json_object_set_new(o, "acceptance", json_real(d->proposed ? (double)d->accepted / (double)d->proposed : 0));
+    int top = DRAFT_MAX;
+    while (top > 0 && !d->depth_tried[top - 1]) top--;
+    for (int i = 0; i < top; i++)
+        json_array_append_new(depth, json_real(d->depth_tried[i] ? (double)d->depth_accepted[i] / (double)d->depth_tried[i] : 0));
+    json_object_set_new(o, "acceptance_by_depth", depth);
+    top = DRAFT_MAX + 1;
+    while (top > 1 && !d->k_hist[top - 1]) top--;
+    for (int i = 0; i < top; i++) json_array_append_new(kh, json_integer(d->k_hist[i]));
+    json_object_set_new(o, "k_hist", kh);
+    json_object_set_new(o, "steps", json_integer(d->steps));
+    json_object_set_new(o, "plain_steps", json_integer(d->plain_steps));
+    json_object_set_new(o, "union_expert_bytes_per_accepted_token",
+                        s->eng.trace ? json_null()
+                                     : json_real((double)d->union_expert_bytes / (double)(d->accepted + d->steps ? d->accepted + d->steps : 1)));
+    json_object_set_new(o, "draft_s", json_real(d->draft_s));
+    json_object_set_new(o, "verify_s", json_real(d->verify_s));
+    json_object_set_new(obj, "draft", o);
 }
 
 /* Per-drive figures of a multi-drive pack (docs/PACK.md): bytes, requests,
@@ -703,6 +799,7 @@ char *sluice_stats_json(const sluice *s)
     json_object_set_new(o, "io", json_string(s->eng.streaming ? store_io_name(s->eng.io) : "ram"));
     prefetch_json(s, o);
     drives_json(s, o);
+    draft_json(s, o);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;

@@ -114,7 +114,7 @@ static int make_plan(sl_engine *e, uint64_t slot_bytes, sl_err *err)
     mem_plan_in in = {
         .total = e->opts.mem,
         .spine = model_spine_bytes(m),
-        .kv = session_kv_bytes(m, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch}),
+        .kv = session_kv_bytes(m, e->n_ctx, &so),
         .state = session_state_total_bytes(m, &so),
         .scratch = session_scratch_bytes(m, e->n_ctx, e->n_batch, threads) + run_buffers(m),
         .slot_bytes = slot_bytes,
@@ -143,7 +143,7 @@ static void choose_mode(sl_engine *e, const gguf_file *g)
     if (!L || e->streaming) return;
     session_opts so = engine_session_opts(e);
     uint64_t need = model_spine_bytes(e->model) + all_expert_bytes(L) +
-                    session_kv_bytes(e->model, e->n_ctx, &(session_opts){.kv_mode = e->opts.kv_mode, .n_batch = e->n_batch}) +
+                    session_kv_bytes(e->model, e->n_ctx, &so) +
                     session_state_total_bytes(e->model, &so);
     uint64_t avail = engine_available_memory();
     if (!avail || need < avail / 10 * 9) return;
@@ -307,7 +307,7 @@ session_opts engine_session_opts(const sl_engine *e)
     const engine_opts *o = &e->opts;
     /* In RAM there is nothing to read ahead: prediction would only cost time. */
     sl_prefetch_mode pm = o->prefetch_set ? o->prefetch : e->streaming ? SL_PREFETCH_AUTO : SL_PREFETCH_OFF;
-    return (session_opts){.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = pm};
+    return (session_opts){.kv_mode = o->kv_mode, .n_batch = e->n_batch, .prefetch = pm, .n_rollback = o->n_rollback};
 }
 
 void engine_close(sl_engine *e)

@@ -40,6 +40,7 @@ typedef struct {
     cache_policy policy;      /* expert cache eviction (used when policy_set) */
     bool policy_set;
     const char *trace_out;    /* write the routing trace here (engine_write_trace) */
+    int32_t n_rollback;       /* positions a session can step back without a checkpoint (drafting) */
     double throttle_bps;      /* > 0: the store's simulated drive rate per file (bench --throttle) */
     bool timeline;            /* the store records a timeline (bench --timeline) */
     /* test hook, passed to the store */

@@ -1,0 +1,122 @@
+/* Draft proposers (draft.h): n-gram lookup, random ids, and the hook for a
+ * draft model (draft_model.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode/draft.h"
+#include "decode/draft_model.h"
+
+struct drafter {
+    draft_kind kind;
+    drafter_opts o;
+    sl_rng rng;
+    draft_model *dm; /* DRAFT_MODEL: the draft model; n-gram lookup runs first */
+};
+
+int drafter_create(drafter **out, draft_kind kind, const drafter_opts *o, sl_err *err)
+{
+    *out = NULL;
+    if (kind != DRAFT_NGRAM && kind != DRAFT_RANDOM && kind != DRAFT_MODEL)
+        return sl_errf(err, "drafter: unknown kind %d", (int)kind);
+    drafter *d = calloc(1, sizeof *d);
+    if (!d) return sl_errf(err, "out of memory");
+    d->kind = kind;
+    d->o = o ? *o : (drafter_opts){0};
+    if (d->o.ngram_min <= 0) d->o.ngram_min = 1;
+    if (d->o.ngram_max <= 0) d->o.ngram_max = d->o.ngram_min > 4 ? d->o.ngram_min : 4;
+    if (d->o.ngram_max < d->o.ngram_min) {
+        free(d);
+        return sl_errf(err, "ngram_max (%d) is below ngram_min (%d)", (int)o->ngram_max, (int)o->ngram_min);
+    }
+    if (kind == DRAFT_RANDOM && d->o.random_range <= 0) {
+        free(d);
+        return sl_errf(err, "drafter: random ids need a positive range");
+    }
+    rng_seed(&d->rng, d->o.seed);
+    *out = d;
+    return 0;
+}
+
+void drafter_free(drafter *d)
+{
+    if (!d) return;
+    draft_model_free(d->dm);
+    free(d);
+}
+
+draft_kind drafter_kind(const drafter *d) { return d->kind; }
+
+const char *drafter_name(const drafter *d)
+{
+    switch (d->kind) {
+    case DRAFT_NGRAM: return "ngram";
+    case DRAFT_RANDOM: return "random";
+    case DRAFT_MODEL: return "model+ngram";
+    default: return "none";
+    }
+}
+
+void drafter_set_model(drafter *d, draft_model *dm)
+{
+    draft_model_free(d->dm);
+    d->dm = dm;
+}
+
+draft_model *drafter_model(const drafter *d) { return d->dm; }
+
+/* Whether HIST[a, a + len) equals HIST[b, b + len). */
+static bool same_run(const int32_t *hist, size_t a, size_t b, size_t len)
+{
+    return memcmp(hist + a, hist + b, len * sizeof *hist) == 0;
+}
+
+int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out)
+{
+    if (kmax <= 0) return 0;
+    for (size_t len = (size_t)nmax; len >= (size_t)nmin && len >= 1; len--) {
+        if (len + 1 > n) continue;
+        size_t suffix = n - len;
+        /* the latest earlier occurrence that has at least one token after it */
+        for (size_t j = suffix; j-- > 0;) {
+            if (!same_run(hist, j, suffix, len)) continue;
+            size_t from = j + len;
+            int k = 0;
+            while (k < kmax && from + (size_t)k < n) {
+                out[k] = hist[from + (size_t)k];
+                k++;
+            }
+            return k;
+        }
+    }
+    return 0;
+}
+
+static void point_masses(draft_proposal *p, int from, draft_kind kind)
+{
+    for (int i = from; i < p->n; i++) p->q[i] = NULL, p->n_q[i] = 0, p->kind[i] = kind;
+}
+
+int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err)
+{
+    p->n = 0;
+    if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
+    if (kmax <= 0) return 0;
+    switch (d->kind) {
+    case DRAFT_RANDOM:
+        for (int i = 0; i < kmax; i++) p->ids[i] = (int32_t)(rng_u32(&d->rng) % (uint32_t)d->o.random_range);
+        p->n = kmax;
+        point_masses(p, 0, DRAFT_RANDOM);
+        return 0;
+    case DRAFT_NGRAM:
+        p->n = ngram_lookup(hist, n, d->o.ngram_min, d->o.ngram_max, kmax, p->ids);
+        point_masses(p, 0, DRAFT_NGRAM);
+        return 0;
+    case DRAFT_MODEL:
+        /* combined mode: the n-gram lookup when it has something, else the model */
+        p->n = ngram_lookup(hist, n, d->o.ngram_min > 2 ? d->o.ngram_min : 2, d->o.ngram_max, kmax, p->ids);
+        point_masses(p, 0, DRAFT_NGRAM);
+        if (p->n || !d->dm) return 0;
+        return draft_model_propose(d->dm, hist, n, kmax, &d->rng, p, err);
+    default: return 0;
+    }
+}

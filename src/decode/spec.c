@@ -1,0 +1,297 @@
+/* Speculative decoding: the verify / accept step and the choice of K
+ * (spec.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode/spec.h"
+#include "util/clock.h"
+
+enum { PROBE_EVERY = 24 };   /* plain steps between probes once drafting stopped paying */
+enum { PLAIN_EVERY = 32 };   /* drafted steps between plain ones that re-measure a plain step */
+static const double ACC_DECAY = 0.97; /* acceptance counts halve in about 23 verifications */
+static const double MARGIN = 1.03;    /* drafting must promise this much more than a plain step */
+
+/* An exponential moving average with a count of samples. */
+typedef struct {
+    double v;
+    int64_t n;
+} ema;
+
+static void ema_add(ema *e, double x, double w)
+{
+    e->v = e->n ? e->v + w * (x - e->v) : x;
+    e->n++;
+}
+
+struct spec {
+    drafter *d;
+    spec_opts o;
+    int32_t n_vocab;
+    float *rows; /* (DRAFT_MAX + 1) x n_vocab verified logits */
+    sl_rng rng;  /* acceptance draws (temperature > 0) */
+    spec_stats st;
+    /* economics (adaptive K) */
+    ema t_plain;                /* seconds of a plain step */
+    ema t_verify[DRAFT_MAX + 1]; /* seconds of a verification of K drafts */
+    ema t_draft;                /* seconds of proposing one token */
+    double acc_kept[DRAFT_MAX], acc_tried[DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
+    int32_t since_probe;        /* plain steps since the last drafted one */
+    int32_t since_plain;        /* drafted steps since the last plain one */
+    /* union of experts per verification pass (route observer) */
+    const expert_layout *layout;
+    bool counting;
+};
+
+int spec_create(spec **out, drafter *d, const spec_opts *o, int32_t n_vocab, sl_err *err)
+{
+    *out = NULL;
+    spec *sp = calloc(1, sizeof *sp);
+    if (!sp) return sl_errf(err, "out of memory");
+    sp->d = d;
+    sp->o = *o;
+    if (sp->o.k_max > DRAFT_MAX) sp->o.k_max = DRAFT_MAX;
+    if (sp->o.k_min <= 0) sp->o.k_min = 1;
+    sp->n_vocab = n_vocab;
+    sp->rows = malloc(sizeof(float) * (size_t)n_vocab * (DRAFT_MAX + 1));
+    if (!sp->rows) {
+        free(sp);
+        return sl_errf(err, "out of memory for %d logit rows", DRAFT_MAX + 1);
+    }
+    rng_seed(&sp->rng, o->seed ^ 0x5bd1e995u);
+    *out = sp;
+    return 0;
+}
+
+void spec_free(spec *sp)
+{
+    if (!sp) return;
+    free(sp->rows);
+    free(sp);
+}
+
+drafter *spec_drafter(const spec *sp) { return sp->d; }
+void spec_seed(spec *sp, uint32_t seed) { rng_seed(&sp->rng, seed ^ 0x5bd1e995u); }
+const spec_stats *spec_get_stats(const spec *sp) { return &sp->st; }
+void spec_reset_stats(spec *sp) { memset(&sp->st, 0, sizeof sp->st); }
+void spec_set_layout(spec *sp, const expert_layout *L) { sp->layout = L; }
+
+void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
+{
+    spec *sp = ctx;
+    if (!sp->counting || !sp->layout || layer < 0 || layer >= sp->layout->n_layers) return;
+    uint64_t bytes = 0;
+    const expert_layer *el = &sp->layout->layer[layer];
+    for (int i = 0; i < el->n_parts; i++) bytes += el->parts[i].bytes;
+    /* one call per MoE layer and pass: the distinct experts of its T x K ids */
+    uint64_t distinct = 0;
+    for (int i = 0; i < T * K; i++) {
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++) dup = ids[j] == ids[i];
+        distinct += !dup;
+    }
+    sp->st.union_expert_bytes += distinct * bytes;
+}
+
+/* ------------------------------------------------------------ economics */
+
+/* Expected tokens a step with K drafts yields: the target's own token plus
+ * each draft token, kept when every one before it was. */
+static double expected_tokens(const spec *sp, int k)
+{
+    double e = 1, run = 1;
+    for (int d = 0; d < k; d++) {
+        /* decayed counts with a uniform prior (Laplace's rule) */
+        double a = (sp->acc_kept[d] + 1) / (sp->acc_tried[d] + 2);
+        run *= a;
+        e += run;
+    }
+    return e;
+}
+
+/* Seconds to verify K drafts: measured where known, else a least-squares
+ * line through what is known (the plain step is K = 0). */
+static double verify_cost(const spec *sp, int k)
+{
+    if (sp->t_verify[k].n >= 2) return sp->t_verify[k].v;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    for (int j = 0; j <= DRAFT_MAX; j++) {
+        const ema *e = j ? &sp->t_verify[j] : &sp->t_plain;
+        if (!e->n) continue;
+        sx += j, sy += e->v, sxx += (double)j * j, sxy += j * e->v, n++;
+    }
+    if (n == 0) return 1 + 0.1 * k;
+    double mean = sy / n;
+    if (n < 2 || sxx * n - sx * sx <= 0) return mean * (1 + 0.1 * k); /* a mild prior slope */
+    double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+    if (b < 0) b = 0;
+    double c = a + b * k;
+    return c > 0 ? c : mean;
+}
+
+/* The K with the most expected tokens per second (0: a plain step). */
+static int choose_k(spec *sp, int room)
+{
+    int kmax = sp->o.k_max > 0 ? sp->o.k_max : DRAFT_MAX;
+    if (kmax > room) kmax = room;
+    if (kmax < sp->o.k_min) return 0;
+    if (sp->o.k_max > 0) return kmax; /* fixed K */
+    double best = sp->t_plain.n ? 1 / sp->t_plain.v : 0;
+    int bk = 0;
+    for (int k = sp->o.k_min; k <= kmax; k++) {
+        double t = verify_cost(sp, k) + k * (sp->t_draft.n ? sp->t_draft.v : 0);
+        double r = t > 0 ? expected_tokens(sp, k) / t : 0;
+        if (r > best * (bk ? 1 : MARGIN)) best = r, bk = k;
+    }
+    if (bk == 0 && ++sp->since_probe >= PROBE_EVERY) { /* re-probe with a short draft */
+        sp->since_probe = 0;
+        bk = sp->o.k_min > 2 ? sp->o.k_min : 2;
+        if (bk > kmax) bk = kmax;
+    }
+    if (bk) sp->since_probe = 0;
+    /* a plain step now and then keeps its measured cost current */
+    if (bk && ++sp->since_plain >= PLAIN_EVERY) sp->since_plain = 0, bk = 0;
+    return bk;
+}
+
+/* ------------------------------------------------------------- verify */
+
+/* Probability of ID under candidates C[0, N) (0 if it was cut). */
+static double cand_p(const sl_cand *c, size_t n, int32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (c[i].id == id) return c[i].p;
+    return 0;
+}
+
+/* Draws from max(0, p - q) normalised, where p = the target's candidates
+ * P[0, NP) and q = Q[0, NQ) (NQ == 0: a point mass on X). */
+static int32_t residual_draw(spec *sp, const sl_cand *p, size_t np, const sl_cand *q, size_t nq, int32_t x)
+{
+    double sum = 0;
+    for (size_t i = 0; i < np; i++) {
+        double qi = nq ? cand_p(q, nq, p[i].id) : p[i].id == x;
+        sum += fmax(0, p[i].p - qi);
+    }
+    if (!(sum > 0)) return p[0].id; /* p == q up to rounding: rejection had probability 0 */
+    double u = rng_uniform(&sp->rng) * sum, run = 0;
+    for (size_t i = 0; i < np; i++) {
+        double qi = nq ? cand_p(q, nq, p[i].id) : p[i].id == x;
+        run += fmax(0, p[i].p - qi);
+        if (run > u) return p[i].id;
+    }
+    for (size_t i = np; i-- > 0;) /* the last with mass (rounding at the top end) */
+        if (p[i].p > (nq ? cand_p(q, nq, p[i].id) : p[i].id == x)) return p[i].id;
+    return p[0].id;
+}
+
+/* The target's token at draft position I of P given logits ROW: the draft
+ * itself when kept (*KEPT), else the target's pick. */
+static int32_t verify_one(spec *sp, sl_sampler *smp, const float *row, const draft_proposal *p, int i, bool *kept)
+{
+    *kept = false;
+    if (sampler_get_params(smp)->temp <= 0 || i >= p->n) {
+        int32_t t = sampler_sample(smp, row);
+        *kept = i < p->n && t == p->ids[i];
+        return t;
+    }
+    const sl_cand *c;
+    size_t nc = sampler_candidates(smp, row, &c);
+    int32_t x = p->ids[i];
+    double px = cand_p(c, nc, x), qx = p->n_q[i] ? cand_p(p->q[i], p->n_q[i], x) : 1;
+    if (qx > 0 && px > 0 && (px >= qx || rng_uniform(&sp->rng) * qx < px)) {
+        *kept = true;
+        return x;
+    }
+    if (sp->o.wrong_rule) return residual_draw(sp, c, nc, NULL, 0, -1); /* = a draw from p: not exact */
+    return residual_draw(sp, c, nc, p->q[i], p->n_q[i], x);
+}
+
+/* Drops proposed ids the target cannot evaluate (outside its vocabulary). */
+static void sanitize(draft_proposal *p, int32_t n_vocab)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->ids[i] < 0 || p->ids[i] >= n_vocab) {
+            p->n = i;
+            return;
+        }
+}
+
+static int plain_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err)
+{
+    double t0 = sl_now();
+    int rc = seq_eval(q, err);
+    if (rc == 0) rc = gen_sample(q, smp, e, id, err);
+    ema_add(&sp->t_plain, sl_now() - t0, 0.1);
+    sp->st.k_hist[0]++;
+    sp->st.plain_steps++;
+    return rc;
+}
+
+/* Ends a verification whose token at draft position I is T (pending):
+ * the session keeps the pending token and the I kept drafts. */
+static int settle(spec *sp, gen_seq *q, size_t n0, int i, sl_err *err)
+{
+    int32_t keep = (int32_t)(n0 + (size_t)i);
+    if (keep < session_pos(q->s) && session_rewind(q->s, keep, err)) return -1;
+    q->n = (size_t)keep;
+    memcpy(q->logits, sp->rows + (size_t)i * sp->n_vocab, sizeof(float) * (size_t)sp->n_vocab);
+    q->logits_ok = true;
+    return 0;
+}
+
+int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err)
+{
+    size_t n0 = q->n;
+    int room = (int)(q->cap - n0);
+    const gen_result *res = e->res;
+    if (e->opts.n_predict >= 0) { /* no draft past the token limit */
+        int64_t left = (int64_t)e->opts.n_predict - (int64_t)res->n_ids - 1;
+        if (left < room) room = left < 0 ? 0 : (int)left;
+    }
+    int k = choose_k(sp, room);
+    if (k == 0) return plain_step(sp, q, smp, e, id, err);
+    draft_proposal p;
+    double t0 = sl_now();
+    if (drafter_propose(sp->d, q->toks, n0, k, &p, err)) return -1;
+    sanitize(&p, sp->n_vocab);
+    double t1 = sl_now();
+    sp->st.draft_s += t1 - t0;
+    if (p.n) ema_add(&sp->t_draft, (t1 - t0) / p.n, 0.1);
+    if (p.n < sp->o.k_min) return plain_step(sp, q, smp, e, id, err);
+    if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
+    int32_t pos = session_pos(q->s);
+    sp->counting = true;
+    int rc = session_eval(q->s, q->toks + pos, p.n + 1, sp->rows, true, err);
+    sp->counting = false;
+    if (rc) {
+        q->n = n0;
+        return -1;
+    }
+    sp->st.steps++;
+    sp->st.proposed += p.n;
+    sp->st.k_hist[p.n]++;
+    for (int i = 0;; i++) {
+        bool kept;
+        const float *row = sp->rows + (size_t)i * sp->n_vocab;
+        int32_t t = verify_one(sp, smp, row, &p, i, &kept);
+        sampler_accept(smp, t);
+        if (i < p.n) {
+            sp->st.depth_tried[i]++;
+            sp->st.depth_accepted[i] += kept;
+            sp->acc_kept[i] = sp->acc_kept[i] * ACC_DECAY + kept;
+            sp->acc_tried[i] = sp->acc_tried[i] * ACC_DECAY + 1;
+        }
+        sp->st.accepted += kept;
+        rc = emitter_push_row(e, t, row, sp->n_vocab, err);
+        if (kept && rc == 0) continue;
+        sl_err e2;
+        if (settle(sp, q, n0, i, rc < 0 ? &e2 : err)) rc = -1;
+        *id = t;
+        break;
+    }
+    double dt = sl_now() - t1;
+    sp->st.verify_s += dt;
+    ema_add(&sp->t_verify[p.n], dt, 0.1);
+    return rc;
+}
