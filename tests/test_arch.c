@@ -33,7 +33,7 @@
 #include "arch/model.h"
 #include "t.h"
 
-#define MAX_PROMPT 64
+#define MAX_PROMPT 256
 #define TOPK 10
 
 typedef struct {
@@ -95,6 +95,7 @@ static const fixture fixtures[] = {
     {"qwen35moe-a3b-F16", false, 2e-4, 8e-4, 18, 2e-3},     /* 2.73e-4 / 12 of 24 */
     /* gpt-oss: sinks, SWA on even layers, YaRN, biases, clamped SwiGLU */
     {"gpt-oss-20b-F32", false, 1e-6, TIGHT, 0, 2e-6},       /* 6.0e-7 / 0 (prompt 8.7e-8) */
+    {"glm4moe-air-F16", false, 1e-6, 5e-4, 16, 1e-3},       /* 1.73e-4 / 11 of 24 (prompt 8.25e-8) */
 };
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may
@@ -308,7 +309,8 @@ static void run_steps(sl_session *s, const fixture *fx, int pi, const char *what
     }
 }
 
-static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const float *gold, measured *ms)
+static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const float *gold, measured *ms,
+                       sl_kv_mode kv)
 {
     int nv = model_n_vocab(m);
     char what[128];
@@ -318,7 +320,7 @@ static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const 
     if (n < 0) return;
     sl_err err;
     sl_session *s;
-    session_opts so = {.kv_mode = SL_KV_F32};
+    session_opts so = {.kv_mode = kv};
     if (session_create_opts(&s, m, 256, NULL, &so, &err)) {
         T_CHECK(0, "%s: %s", what, err.msg);
         return;
@@ -391,9 +393,22 @@ static const char *fixture_path(const fixture *fx, const char *sub, const char *
     return p;
 }
 
+/* The KV mode a golden was recorded with: llama.cpp's defaults (f16 K/V,
+ * flash attention auto = on for CPU; bench/goldtool --defaults) or the
+ * arch goldens' f32 K/V without flash attention. */
+static sl_kv_mode golden_mode(json_t *j)
+{
+    json_t *st = json_object_get(j, "settings");
+    const char *tk = json_string_value(json_object_get(st, "type_k"));
+    json_t *fa = json_object_get(st, "flash_attn");
+    bool flash = json_is_true(fa) || (json_is_string(fa) && strcmp(json_string_value(fa), "off"));
+    return tk && !strcmp(tk, "f16") && flash ? SL_KV_F16_FLASH : SL_KV_F32;
+}
+
 static void check_golden(sl_model *m, const fixture *fx, json_t *j, const char *lpath)
 {
     int nv = model_n_vocab(m);
+    sl_kv_mode kv = golden_mode(j);
     json_t *nvj = json_object_get(j, "n_vocab");
     T_CHECK(json_is_integer(nvj) && json_integer_value(nvj) == nv, "%s: golden n_vocab %lld, model %d", fx->name,
             (long long)json_integer_value(nvj), nv);
@@ -402,27 +417,31 @@ static void check_golden(sl_model *m, const fixture *fx, json_t *j, const char *
     float *gold = read_logits(lpath, json_array_size(prompts) * (size_t)nv);
     measured ms = {0};
     for (size_t pi = 0; gold && pi < json_array_size(prompts); pi++)
-        run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * (size_t)nv, &ms);
+        run_prompt(m, fx, (int)pi, json_array_get(prompts, pi), gold + pi * (size_t)nv, &ms, kv);
     T_CHECK(ms.n_loose <= fx->n_loose, "%s: %d decode steps above %.0e of R (at most %d)", fx->name, ms.n_loose,
             TIGHT, fx->n_loose);
     invariance(m, fx, json_array_get(prompts, json_array_size(prompts) - 1));
-    printf("# %s: prompt max|d|/R %.3g (bound %.0e); decode steps %.3g (bound %.0e), %d above %.0e (at most %d)%s\n",
-           fx->name, ms.prompt, fx->tol, ms.step, fx->tol_step, ms.n_loose, TIGHT, fx->n_loose,
+    printf("# %s%s: prompt max|d|/R %.3g (bound %.0e); decode steps %.3g (bound %.0e), %d above %.0e (at most %d)%s\n",
+           fx->name, kv == SL_KV_F16_FLASH ? " (llama.cpp defaults: f16 K/V, flash attention)" : "", ms.prompt, fx->tol, ms.step, fx->tol_step, ms.n_loose, TIGHT, fx->n_loose,
            ms.near_tie ? "; a greedy near-tie was accepted" : "");
     free(gold);
 }
 
-static void run_fixture(const fixture *fx)
+/* One golden of FX: EXT "json" (the arch goldens' settings) or "fa.json"
+ * (llama.cpp's defaults, recorded with bench/goldtool --defaults). */
+static void run_golden(const fixture *fx, const char *ext, const char *lext)
 {
-    char name[128];
-    snprintf(name, sizeof name, "arch %s", fx->name);
-    const char *jpath = fixture_path(fx, "golden", "json"), *lpath = fixture_path(fx, "golden", "logits.f32");
+    char name[160];
+    bool fa = strcmp(ext, "json") != 0;
+    snprintf(name, sizeof name, "arch %s%s", fx->name, fa ? " (llama.cpp defaults)" : "");
+    const char *jpath = fixture_path(fx, "golden", ext), *lpath = fixture_path(fx, "golden", lext);
     const char *mpath = fixture_path(fx, "models", "gguf");
     if (!jpath || !mpath || !lpath) {
-        if (fx->lean)
+        if (fx->lean && !fa)
             printf("not ok %s: tests/fixtures/lean is incomplete\n", name), t_nfail++;
         else
-            t_skip(name, "../shared fixtures not found");
+            t_skip(name, fa ? "no golden recorded with llama.cpp's defaults (bench/goldtool --defaults)"
+                            : "../shared fixtures not found");
         return;
     }
     t_begin(name);
@@ -436,6 +455,12 @@ static void run_fixture(const fixture *fx)
     model_free(m);
     json_decref(j);
     t_end();
+}
+
+static void run_fixture(const fixture *fx)
+{
+    run_golden(fx, "json", "logits.f32");
+    if (!fx->lean) run_golden(fx, "fa.json", "fa.logits.f32");
 }
 
 int main(void)

@@ -99,6 +99,56 @@ static void flash_case(const attn_simd *s, const attn_simd *o, int dk, int dv, i
     free(work);
 }
 
+/* The tiled kernel: ROWS queries of one head from position N0 - 1 on.
+ * Every ISA path equals the scalar one; every row equals the same row run
+ * alone (tiles never mix rows, so llama.cpp's batch grouping cannot matter);
+ * and each row agrees with double-precision softmax attention (f32
+ * accumulation: far tighter than the f16 flash row). */
+static void tiled_case(const attn_simd *s, const attn_simd *o, int dk, int dv, int n0, int rows, int stride)
+{
+    int n = n0 + rows - 1;
+    uint16_t *k = malloc(sizeof(uint16_t) * (size_t)n * stride), *v = malloc(sizeof(uint16_t) * (size_t)n * stride);
+    float *q = malloc(sizeof(float) * (size_t)rows * dk), *oa = malloc(sizeof(float) * (size_t)rows * dv);
+    float *ob = malloc(sizeof(float) * (size_t)rows * dv), *work = malloc(sizeof(float) * attn_tiled_floats(dk, dv));
+    fill16(k, n * stride, 1.0f), fill16(v, n * stride, 1.0f), fillf(q, rows * dk);
+    float scale = 1.0f / sqrtf((float)dk) * 3.0f;
+    s->tiled(k, (size_t)stride, v, (size_t)stride, q, (size_t)dk, rows, n0, dk, dv, scale, oa, (size_t)dv, work);
+    if (o) {
+        o->tiled(k, (size_t)stride, v, (size_t)stride, q, (size_t)dk, rows, n0, dk, dv, scale, ob, (size_t)dv, work);
+        T_CHECK(same(oa, ob, 4 * (size_t)rows * dv), "tiled dk=%d dv=%d n0=%d rows=%d differs from scalar", dk, dv, n0,
+                rows);
+    }
+    double *p = malloc(sizeof(double) * (size_t)n), err = 0;
+    for (int r = 0; r < rows; r += r < 3 ? 1 : 7) {
+        float one[1024];
+        const attn_simd *x = o ? o : s;
+        x->tiled(k, (size_t)stride, v, (size_t)stride, q + (size_t)r * dk, (size_t)dk, 1, n0 + r, dk, dv, scale, one,
+                 (size_t)dv, work);
+        T_CHECK(same(one, oa + (size_t)r * dv, 4 * (size_t)dv), "tiled row %d alone differs from it in a tile", r);
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < n0 + r; j++) {
+            double d = 0;
+            for (int i = 0; i < dk; i++) d += (double)fp16_to_fp32(k[(size_t)j * stride + i]) * q[r * dk + i];
+            p[j] = d * scale;
+            mx = fmax(mx, p[j]);
+        }
+        for (int j = 0; j < n0 + r; j++) sum += p[j] = exp(p[j] - mx);
+        for (int i = 0; i < dv; i++) {
+            double y = 0;
+            for (int j = 0; j < n0 + r; j++) y += p[j] / sum * fp16_to_fp32(v[(size_t)j * stride + i]);
+            err = fmax(err, fabs(y - oa[(size_t)r * dv + i]));
+        }
+    }
+    T_CHECK(err <= 1e-5, "tiled dk=%d dv=%d n0=%d rows=%d: error %.3g vs the double reference", dk, dv, n0, rows, err);
+    free(p);
+    free(k);
+    free(v);
+    free(q);
+    free(oa);
+    free(ob);
+    free(work);
+}
+
 int main(void)
 {
     (void)t_shared;
@@ -117,6 +167,14 @@ int main(void)
                                         {576, 512, 20}, {32, 32, 17}, {64, 48, 40},  {256, 256, 9},  {64, 40, 33}};
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
             flash_case(scalar, simd, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][0] + 8);
+        t_end();
+        snprintf(name, sizeof name, "tiled flash attention on the %s path", kernels_isa_name((sl_isa)isa));
+        t_begin(name);
+        /* dk, dv, first row's cells, rows: partial tiles, exactly 64, several tiles, MLA widths */
+        static const int tiles[][4] = {{64, 64, 1, 64},   {64, 64, 1, 1},    {128, 128, 10, 64}, {64, 64, 70, 64},
+                                       {32, 32, 129, 17}, {576, 512, 1, 64}, {80, 64, 3, 64},    {64, 16, 200, 40}};
+        for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++)
+            tiled_case(scalar, simd, tiles[i][0], tiles[i][1], tiles[i][2], tiles[i][3], tiles[i][0] + 8);
         t_end();
     }
     return t_done();

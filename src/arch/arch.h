@@ -200,6 +200,10 @@ int key_bool(const sl_model *m, const char *suffix, bool *out, bool required, sl
 /* Key that may be a scalar or a per-layer array; arrays must be uniform. */
 int key_u32_or_arr(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
 
+/* rope.dimension_sections (4 integers, or one for all four) into
+ * hp.rope.sections: 1 when read, 0 when absent and optional, -1 on error. */
+int key_rope_sections(sl_model *m, bool required, sl_err *err);
+
 /* The checks llama.cpp's graphs assert for standard (GQA) attention, as
  * errors: head_count_kv divides head_count, key_length == value_length,
  * and n_rot == key_length (FULL_ROTARY) or even and <= key_length. */
@@ -245,7 +249,7 @@ int bind_expert_ffn(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_req
 int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */
-extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2, arch_kimi_linear, arch_qwen35moe;
-extern const arch_ops arch_gpt_oss;
+extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2, arch_kimi_linear, arch_qwen35moe,
+    arch_glm4moe, arch_gpt_oss;
 
 #endif

@@ -82,7 +82,8 @@ size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx)
     /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
      * accumulator in f16, then scores and the two expf factors */
     size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
-    return (soft > flash ? soft : flash) + 64;
+    size_t tiled = attn_tiled_floats((int)dk, (int)dv), most = soft > flash ? soft : flash;
+    return (most > tiled ? most : tiled) + 64;
 }
 
 void kv_store(const sl_session *s, void *dst, const float *src, int n)
@@ -95,35 +96,58 @@ void kv_store(const sl_session *s, void *dst, const float *src, int n)
     for (int i = 0; i < n; i++) d[i] = fp32_to_fp16(src[i]);
 }
 
-/* ------------------------------------------------------- GQA block */
+/* ------------------------------------------------------- a whole pass */
 
 typedef struct {
     sl_session *s;
-    const kv_layer *kv;
-    const float *q; /* T x (H * dk) */
-    float *att;     /* T x (H * dv) */
-    int H, Hkv, dk, dv;
-    int32_t pos0;
-    float scale;
-} gqa_job;
+    const attn_pass *p;
+    int n_tiles; /* tiled: query tiles per head */
+} pass_job;
 
-static void gqa_task(void *ctx, int task, int thread)
+static void one_task(void *ctx, int task, int thread)
 {
-    const gqa_job *j = ctx;
-    int t = task / j->H, h = task % j->H;
-    int kvh = h / (j->H / j->Hkv);
+    const pass_job *j = ctx;
+    const attn_pass *p = j->p;
     const sl_session *s = j->s;
+    int t = task / p->H, h = task % p->H, g = h / p->group;
     size_t elt = s->kv_elt;
     attn_src a = {
-        .mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
-        .k = (const char *)j->kv->k + (size_t)kvh * j->dk * elt, .k_stride = (size_t)j->kv->c.k_row,
-        .v = (const char *)j->kv->v + (size_t)kvh * j->dv * elt, .v_stride = (size_t)j->kv->c.v_row,
-        .scale = j->scale,
+        .mode = s->kv_mode, .op = s->aop, .dk = p->dk, .dv = p->dv,
+        .k = (const char *)p->k + (size_t)g * p->k_head * elt, .k_stride = p->k_stride,
+        .v = (const char *)p->v + (size_t)g * p->v_head * elt, .v_stride = p->v_stride,
+        .scale = p->scale,
     };
-    float *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
-    attn_one(&a, j->q + ((size_t)t * j->H + h) * j->dk, j->pos0 + t + 1, j->att + ((size_t)t * j->H + h) * j->dv,
-             tmp);
+    attn_one(&a, p->q + ((size_t)t * p->H + h) * p->dk, p->pos0 + t + 1, p->att + ((size_t)t * p->H + h) * p->dv,
+             s->thr_tmp + (size_t)thread * s->thr_tmp_n);
 }
+
+/* One head's tile of up to ATTN_TILE consecutive queries. */
+static void tiled_task(void *ctx, int task, int thread)
+{
+    const pass_job *j = ctx;
+    const attn_pass *p = j->p;
+    const sl_session *s = j->s;
+    int h = task / j->n_tiles, t0 = (task % j->n_tiles) * ATTN_TILE, g = h / p->group;
+    int rows = p->T - t0 < ATTN_TILE ? p->T - t0 : ATTN_TILE;
+    const uint16_t *k = (const uint16_t *)p->k + (size_t)g * p->k_head;
+    const uint16_t *v = (const uint16_t *)p->v + (size_t)g * p->v_head;
+    s->aop->tiled(k, p->k_stride, v, p->v_stride, p->q + ((size_t)t0 * p->H + h) * p->dk, (size_t)p->H * p->dk, rows,
+                  p->pos0 + t0 + 1, p->dk, p->dv, p->scale, p->att + ((size_t)t0 * p->H + h) * p->dv,
+                  (size_t)p->H * p->dv, s->thr_tmp + (size_t)thread * s->thr_tmp_n);
+}
+
+void attn_run(sl_session *s, const attn_pass *p)
+{
+    pass_job j = {.s = s, .p = p, .n_tiles = (p->T + ATTN_TILE - 1) / ATTN_TILE};
+    /* llama.cpp (ggml_compute_forward_flash_attn_ext_f16): tiled for >= Q
+     * tile rows when dv is a multiple of the f32 vector width (16) */
+    if (s->kv_mode == SL_KV_F16_FLASH && p->T >= ATTN_TILE && p->dv % 16 == 0)
+        run_tasks(s, p->H * j.n_tiles, tiled_task, &j);
+    else
+        run_tasks(s, p->T * p->H, one_task, &j);
+}
+
+/* ------------------------------------------------------- GQA block */
 
 /* Q, K, V projections (fused or separate, with optional biases); the input
  * is converted once when the three weights share a vec_dot type. */
@@ -206,7 +230,8 @@ void attn_heads(sl_session *s, int il, const batch *b, const float *q, const flo
         kv_store(s, (char *)kv->k + p * kv->c.k_row * s->kv_elt, k + (size_t)t * Hkv * dk, Hkv * dk);
         kv_store(s, (char *)kv->v + p * kv->c.v_row * s->kv_elt, v + (size_t)t * Hkv * dv, Hkv * dv);
     }
-    gqa_job j = {.s = s, .kv = kv, .q = q, .att = att, .H = H, .Hkv = Hkv, .dk = dk, .dv = dv,
-                 .pos0 = b->pos0, .scale = hp->kq_scale};
-    run_tasks(s, T * H, gqa_task, &j);
+    attn_pass p = {.k = kv->k, .v = kv->v, .k_stride = (size_t)kv->c.k_row, .v_stride = (size_t)kv->c.v_row,
+                   .k_head = (size_t)dk, .v_head = (size_t)dv, .group = H / Hkv, .q = q, .att = att,
+                   .T = T, .H = H, .dk = dk, .dv = dv, .pos0 = b->pos0, .scale = hp->kq_scale};
+    attn_run(s, &p);
 }

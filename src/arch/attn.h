@@ -8,8 +8,11 @@
  *    dot, online softmax with expf, f16 value accumulator);
  *  - SL_KV_F16: softmax attention over an f16 cache (q and probabilities
  *    rounded to f16 as ggml's mul_mat does).
- * Position i reads keys 0..i in increasing order and nothing else, so the
- * result never depends on the batch it came in. */
+ * Position i reads keys 0..i in increasing order and nothing else.  The
+ * result never depends on the batch it came in, except that the default
+ * mode follows llama.cpp in one more way: a pass of >= 64 positions uses
+ * ggml's tiled flash kernel (f32 q, 64-cell tiles, f32 accumulator), as
+ * llama.cpp does for a ubatch of >= 64 tokens (docs/ARCH.md). */
 #ifndef SLUICE_ATTN_H
 #define SLUICE_ATTN_H
 
@@ -29,6 +32,27 @@ typedef struct {
 
 /* out[dv] = attention of q[dk] over positions 0..n-1.  tmp: attn_tmp_floats. */
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp);
+
+/* The attention of a whole pass: T queries (q + (t H + h) dk) of H heads
+ * at positions pos0 .. pos0 + T - 1, over a cache whose KV head g holds
+ * keys at k + g k_head + p k_stride (values likewise); query head h reads
+ * KV head h / group.  att + (t H + h) dv gets the result. */
+typedef struct {
+    const void *k, *v;
+    size_t k_stride, v_stride, k_head, v_head; /* elements */
+    int group;
+    const float *q;
+    float *att;
+    int T, H, dk, dv;
+    int32_t pos0;
+    float scale;
+} attn_pass;
+
+/* Runs P with the session's KV mode: per (position, head) attn_one, or,
+ * in the default flash mode when the pass has at least ATTN_TILE
+ * positions (and dv % 16 == 0), ggml's tiled kernel as llama.cpp's CPU
+ * backend runs it for such a batch. */
+void attn_run(sl_session *s, const attn_pass *p);
 
 /* Per-thread scratch the kernel needs for model M's layers with n_ctx context. */
 size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx);

@@ -120,6 +120,69 @@ void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride
     for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
 }
 
+size_t attn_tiled_floats(int dk, int dv)
+{
+    /* one tile of keys transposed to f32 (the SIMD paths), an accumulator
+     * per row, the scores, S and M per row */
+    return (size_t)ATTN_TILE * ((size_t)dk + (size_t)dv) + 3 * ATTN_TILE + 16;
+}
+
+void attn_tile_softmax(float *sc, float *acc, int dv, float *S, float *M)
+{
+    float tmax = -INFINITY;
+    for (int j = 0; j < ATTN_TILE; j++) tmax = tmax > sc[j] ? tmax : sc[j]; /* ggml_vec_max_f32 */
+    if (tmax == -INFINITY) { /* ggml skips the row: its scores become 0 */
+        memset(sc, 0, sizeof(float) * ATTN_TILE);
+        return;
+    }
+    float mnew = fmaxf(*M, tmax);
+    if (mnew > *M) {
+        float ms = expf(*M - mnew);
+        for (int d = 0; d < dv; d++) acc[d] *= ms;
+        *S *= ms;
+    }
+    *M = mnew;
+    *S = (float)((double)*S + op_soft_max_sum(sc, sc, ATTN_TILE, mnew));
+}
+
+/* ggml_compute_forward_flash_attn_ext_tiled, one row at a time: the rows
+ * of a tile never mix, a masked cell adds 0 * v (nothing: the accumulator
+ * is never -0), and a tile this row does not see changes nothing, so a
+ * row does not depend on the other rows of its tile. */
+static void tiled_row(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q, int n,
+                      int dk, int dv, float scale, float *out, float *work)
+{
+    float *acc = work, *sc = work + dv;
+    float S = 0.0f, M = -INFINITY;
+    memset(acc, 0, sizeof(float) * (size_t)dv);
+    for (int c0 = 0; c0 < n; c0 += ATTN_TILE) {
+        int nt = n - c0 < ATTN_TILE ? n - c0 : ATTN_TILE;
+        for (int j = 0; j < nt; j++) {
+            const uint16_t *kp = k + (size_t)(c0 + j) * k_stride;
+            float a = 0.0f;
+            for (int d = 0; d < dk; d++) a = fmaf(fp16_to_fp32(kp[d]), q[d], a);
+            sc[j] = a * scale;
+        }
+        for (int j = nt; j < ATTN_TILE; j++) sc[j] = -INFINITY;
+        attn_tile_softmax(sc, acc, dv, &S, &M);
+        for (int j = 0; j < nt; j++) {
+            const uint16_t *vp = v + (size_t)(c0 + j) * v_stride;
+            for (int d = 0; d < dv; d++) acc[d] = fmaf(fp16_to_fp32(vp[d]), sc[j], acc[d]);
+        }
+    }
+    float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < dv; d++) out[d] = acc[d] * inv;
+}
+
+void attn_tiled_generic(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
+                        size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
+                        float *work)
+{
+    for (int r = 0; r < rows; r++)
+        tiled_row(k, k_stride, v, v_stride, q + (size_t)r * q_stride, n0 + r, dk, dv, scale,
+                  out + (size_t)r * out_stride, work);
+}
+
 static const attn_simd scalar;
 
 static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
@@ -131,6 +194,7 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 static const attn_simd scalar = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
+    .tiled = attn_tiled_generic,
 };
 
 const attn_simd *attn_simd_for(sl_isa isa)

@@ -31,7 +31,22 @@ typedef struct {
      * scratch of dv halves, work of 3n floats. */
     void (*flash)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
                   int dk, int dv, int n, float scale, float *out, uint16_t *acc, float *work);
+    /* ggml's tiled flash attention (what llama.cpp runs for a batch of at
+     * least ATTN_TILE query rows) for ROWS consecutive queries of one head:
+     * row r (q + r q_stride, out + r out_stride) sees cells 0 .. n0 + r - 1.
+     * q in f32, cells in tiles of ATTN_TILE, each score one fused
+     * multiply-add chain over dk, per tile the maximum, the f32 accumulator
+     * rescaled by expf, the tile's exponentials (ggml_vec_soft_max_f32)
+     * added to S, values added by fused multiply-adds in cell order.
+     * rows <= ATTN_TILE, dv a multiple of 16; work: attn_tiled_floats. */
+    void (*tiled)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
+                  size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
+                  float *work);
 } attn_simd;
+
+/* ggml_fa_tile_config (GGML_FA_TILE_Q = GGML_FA_TILE_KV = 64). */
+enum { ATTN_TILE = 64 };
+size_t attn_tiled_floats(int dk, int dv);
 
 const attn_simd *attn_simd_for(sl_isa isa);
 
@@ -42,5 +57,14 @@ float attn_dot_f32_tail(const float *x, const float *y, int np, int n, float sum
 void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride,
                         const uint16_t *q16, int dk, int dv, int n, float scale, float *out, uint16_t *acc,
                         float *work);
+/* The tiled kernel with plain C arithmetic, row by row (the definition the
+ * ISA paths equal). */
+void attn_tiled_generic(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
+                        size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
+                        float *work);
+/* One tile's bookkeeping shared by every path: SC holds the tile's scores
+ * (ATTN_TILE, -inf past the last cell); rescales ACC[dv] and *S on a new
+ * maximum, turns SC into the exponentials and adds their sum to *S. */
+void attn_tile_softmax(float *sc, float *acc, int dv, float *S, float *M);
 
 #endif

@@ -50,28 +50,6 @@ static int head_matmul(sl_session *s, const sl_mat *w, int H, int T, const float
     return 0;
 }
 
-typedef struct {
-    sl_session *s;
-    const kv_layer *kv;
-    const float *q; /* T x H x (kvl + rope) */
-    float *att;     /* T x H x kvl */
-    int H, dk, dv;
-    int32_t pos0;
-    float scale;
-} mla_job;
-
-static void mla_task(void *ctx, int task, int thread)
-{
-    const mla_job *j = ctx;
-    const sl_session *s = j->s;
-    int t = task / j->H;
-    attn_src a = {.mode = s->kv_mode, .op = s->aop, .dk = j->dk, .dv = j->dv,
-                  .k = j->kv->k, .k_stride = (size_t)j->kv->c.k_row,
-                  .v = j->kv->k, .v_stride = (size_t)j->kv->c.k_row, .scale = j->scale};
-    attn_one(&a, j->q + (size_t)task * j->dk, j->pos0 + t + 1, j->att + (size_t)task * j->dv,
-             s->thr_tmp + (size_t)thread * s->thr_tmp_n);
-}
-
 /* The two products of the normalised input: the query (q_a, or wq in
  * "lite" files) into QA and the compressed KV [c | k_pe] into KVC, in one
  * dispatch and with one conversion of xn when their types agree. */
@@ -139,9 +117,11 @@ int mla_block(sl_session *s, int il, const batch *b, const float *xn, float *out
     /* absorbed query: q_nope of head h through k_b[h] into the latent space */
     if (head_matmul(s, &L->wk_b, H, T, q, (size_t)dkm, qf, (size_t)H * dk, (size_t)dk, err)) return -1;
 
-    mla_job j = {.s = s, .kv = kv, .q = qf, .att = att, .H = H, .dk = dk, .dv = kvl,
-                 .pos0 = b->pos0, .scale = hp->kq_scale};
-    run_tasks(s, T * H, mla_task, &j);
+    /* one KV head whose values are the first kvl elements of each key row */
+    attn_pass p = {.k = kv->k, .v = kv->k, .k_stride = (size_t)kv->c.k_row, .v_stride = (size_t)kv->c.k_row,
+                   .group = H, .q = qf, .att = att, .T = T, .H = H, .dk = dk, .dv = kvl, .pos0 = b->pos0,
+                   .scale = hp->kq_scale};
+    attn_run(s, &p);
 
     /* back from the latent space: v_b[h] per head, then the output projection */
     if (head_matmul(s, &L->wv_b, H, T, att, (size_t)kvl, att2, (size_t)H * vdim, (size_t)vdim, err)) return -1;

@@ -17,7 +17,7 @@
 enum { MAX_LAYERS = 512, MAX_DIM = 1 << 20 };
 
 static const arch_ops *const all_archs[] = {&arch_llama, &arch_qwen3, &arch_qwen3moe, &arch_deepseek2,
-                                            &arch_kimi_linear, &arch_qwen35moe, &arch_gpt_oss};
+                                            &arch_kimi_linear, &arch_qwen35moe, &arch_glm4moe, &arch_gpt_oss};
 
 /* ---------------------------------------------------------------- keys */
 
@@ -81,6 +81,29 @@ int key_u32_or_arr(const sl_model *m, const char *suffix, int32_t *out, bool req
     if (first.u > INT32_MAX) return sl_errf(err, "%s: key '%s' value is out of range", m->g->path, key);
     *out = (int32_t)first.u;
     return 0;
+}
+
+int key_rope_sections(sl_model *m, bool required, sl_err *err)
+{
+    int32_t *sec = m->hp.rope.sections;
+    char key[160];
+    const gguf_kv *kv = gguf_find(m->g, arch_key(m, "rope.dimension_sections", key, sizeof key));
+    if (!kv) return required ? missing(m, key, err) : 0;
+    if (kv->v.type != GGUF_ARRAY) {
+        if (key_u32(m, "rope.dimension_sections", &sec[0], true, err)) return -1;
+        if (sec[0] > 1 << 20) return sl_errf(err, "%s: key '%s' is out of range", m->g->path, key);
+        sec[1] = sec[2] = sec[3] = sec[0];
+        return 1;
+    }
+    if (kv->v.arr.n != 4 || (kv->v.arr.type != GGUF_UINT32 && kv->v.arr.type != GGUF_INT32))
+        return sl_errf(err, "%s: key '%s' must hold 4 integers (%llu of %s)", m->g->path, key,
+                       (unsigned long long)kv->v.arr.n, gguf_vtype_name(kv->v.arr.type));
+    for (int i = 0; i < 4; i++) {
+        gguf_value e = gguf_arr_scalar(&kv->v, (uint64_t)i);
+        if (e.u > 1u << 20) return sl_errf(err, "%s: key '%s' entry %d is out of range", m->g->path, key, i);
+        sec[i] = (int32_t)e.u;
+    }
+    return 1;
 }
 
 static int key_str(const sl_model *m, const char *suffix, char *out, size_t cap, sl_err *err)
@@ -373,14 +396,13 @@ static int read_moe_keys(sl_model *m, sl_err *err)
         key_u32(m, "expert_group_count", &hp->n_expert_groups, false, err) ||
         key_u32(m, "expert_group_used_count", &hp->n_group_used, false, err))
         return -1;
-    if (check_range(m, "expert_count", hp->n_expert, 0, MOE_MAX_EXPERTS, err) ||
-        check_range(m, "expert_used_count", hp->n_expert_used, 0, hp->n_expert, err))
-        return -1;
+    if (check_range(m, "expert_count", hp->n_expert, 0, MOE_MAX_EXPERTS, err)) return -1;
     if (hp->n_expert == 0) {
         if (hp->n_expert_used || hp->n_expert_groups)
             return sl_errf(err, "%s: expert_used_count/expert_group_count set without expert_count", m->g->path);
         return 0;
     }
+    if (check_range(m, "expert_used_count", hp->n_expert_used, 0, hp->n_expert, err)) return -1;
     char key[160];
     if (hp->n_expert_used == 0) return missing(m, arch_key(m, "expert_used_count", key, sizeof key), err);
     if (check_range(m, "expert_group_count", hp->n_expert_groups, 0, hp->n_expert - 1, err)) return -1;

@@ -8,7 +8,9 @@
  *
  * A session owns one sequence's KV cache and scratch.  session_eval appends
  * tokens and returns logits; a batch of N tokens gives bit-identical logits
- * to N single-token calls (see kernels.h for why). */
+ * to N single-token calls (see kernels.h for why), except in the default KV
+ * mode for passes of >= 64 tokens, whose attention uses llama.cpp's tiled
+ * flash kernel as llama.cpp does for such batches (docs/ARCH.md). */
 #ifndef SLUICE_MODEL_H
 #define SLUICE_MODEL_H
 
@@ -80,7 +82,8 @@ uint64_t model_spine_bytes(const sl_model *m);
 /* KV cache precision and attention algorithm, as llama.cpp's context
  * parameters type_k/type_v and flash_attn choose them (see docs/ARCH.md). */
 typedef enum {
-    SL_KV_F16_FLASH = 0, /* f16 cache, flash attention: llama.cpp's CPU default */
+    SL_KV_F16_FLASH = 0, /* f16 cache, flash attention: llama.cpp's CPU default (one-row kernel below 64
+                            positions per pass, ggml's tiled kernel from 64 on, as llama.cpp) */
     SL_KV_F32 = 1,       /* f32 cache, softmax attention (type_k = type_v = f32, no flash attn) */
     SL_KV_F16 = 2,       /* f16 cache, softmax attention (flash attn off) */
 } sl_kv_mode;

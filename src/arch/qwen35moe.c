@@ -24,31 +24,19 @@ static int range(const sl_model *m, const char *suffix, int32_t v, int32_t lo, i
     return 0;
 }
 
-/* rope.dimension_sections: 4 integers (or one for all four), required. */
+/* rope.dimension_sections: required (IMRoPE), checked against the head. */
 static int read_sections(sl_model *m, sl_err *err)
 {
-    int32_t *sec = m->hp.rope.sections;
-    char key[160];
-    const gguf_kv *kv = gguf_find(m->g, arch_key(m, "rope.dimension_sections", key, sizeof key));
-    if (!kv) return sl_errf(err, "%s: missing required key '%s'", m->g->path, key);
-    if (kv->v.type != GGUF_ARRAY) {
-        if (key_u32(m, "rope.dimension_sections", &sec[0], true, err)) return -1;
-        sec[1] = sec[2] = sec[3] = sec[0];
-    } else {
-        if (kv->v.arr.n != 4 || (kv->v.arr.type != GGUF_UINT32 && kv->v.arr.type != GGUF_INT32))
-            return sl_errf(err, "%s: key '%s' must hold 4 integers (%llu of %s)", m->g->path, key,
-                           (unsigned long long)kv->v.arr.n, gguf_vtype_name(kv->v.arr.type));
-        for (int i = 0; i < 4; i++) {
-            gguf_value e = gguf_arr_scalar(&kv->v, (uint64_t)i);
-            if (e.u > 1u << 20) return sl_errf(err, "%s: key '%s' entry %d is out of range", m->g->path, key, i);
-            sec[i] = (int32_t)e.u;
-        }
-    }
+    const int32_t *sec = m->hp.rope.sections;
+    if (key_rope_sections(m, true, err) < 0) return -1;
     int64_t sum = (int64_t)sec[0] + sec[1] + sec[2] + sec[3];
-    if (sec[0] + sec[1] + sec[2] <= 0 || sum > m->hp.n_embd_head_k)
+    if (sec[0] + sec[1] + sec[2] <= 0 || sum > m->hp.n_embd_head_k) {
+        char key[160];
         return sl_errf(err, "%s: key '%s' = [%d, %d, %d, %d]: the first three must not all be 0 and the sum at most "
                             "the head size %d",
-                       m->g->path, key, sec[0], sec[1], sec[2], sec[3], m->hp.n_embd_head_k);
+                       m->g->path, arch_key(m, "rope.dimension_sections", key, sizeof key), sec[0], sec[1], sec[2],
+                       sec[3], m->hp.n_embd_head_k);
+    }
     return 0;
 }
 

@@ -36,6 +36,14 @@ static int imrope_text(const int32_t sec[4], int i)
     return (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) || (s % 3 == 0 && s < 3 * sec[0]);
 }
 
+/* MROPE (ggml_mrope_cache_init, contiguous sections): whether pair I is
+ * in the t, h or w section (a text token's position), not in e (0). */
+static int mrope_text(const int32_t sec[4], int i)
+{
+    int n = sec[0] + sec[1] + sec[2] + sec[3];
+    return (n > 0 ? i % n : 0) < sec[0] + sec[1] + sec[2];
+}
+
 void rope_cache(const rope_params *rp, int32_t pos, float *cache)
 {
     float theta_scale = powf(rp->freq_base, -2.0f / rp->n_rot);
@@ -46,7 +54,9 @@ void rope_cache(const rope_params *rp, int32_t pos, float *cache)
         float ff = rp->freq_factors ? rp->freq_factors[i0 / 2] : 1.0f;
         float extrap = theta / ff;
         float interp = rp->freq_scale * extrap;
-        if (rp->mode == ROPE_MODE_IMROPE && !imrope_text(rp->sections, i0 / 2)) extrap = interp = 0.0f;
+        if ((rp->mode == ROPE_MODE_IMROPE && !imrope_text(rp->sections, i0 / 2)) ||
+            (rp->mode == ROPE_MODE_MROPE && !mrope_text(rp->sections, i0 / 2)))
+            extrap = interp = 0.0f;
         float th = interp, mscale = rp->attn_factor;
         if (rp->ext_factor != 0.0f) {
             float mix = yarn_ramp(dims[0], dims[1], i0) * rp->ext_factor;
@@ -63,7 +73,7 @@ void rope_apply(const rope_params *rp, const float *cache, float *x)
 {
     int n = rp->n_rot;
     if (rp->mode == ROPE_MODE_NONE) return;
-    bool neox = rp->mode == ROPE_MODE_NEOX || rp->mode == ROPE_MODE_IMROPE;
+    bool neox = rp->mode == ROPE_MODE_NEOX || rp->mode == ROPE_MODE_IMROPE || rp->mode == ROPE_MODE_MROPE;
     for (int i0 = 0; i0 < n; i0 += 2) {
         float c = cache[i0], s = cache[i0 + 1];
         int a = neox ? i0 / 2 : i0;

@@ -14,8 +14,11 @@
  * IMROPE: interleaved multi-section RoPE (Qwen3.5) reduced to what text
  * needs: llama.cpp feeds a text token the position streams (p, p, p, 0),
  * so a pair rotates by p when its section is one of the first three and
- * not at all when it falls in the fourth; pairs as NEOX. */
-enum { ROPE_MODE_NONE = -1, ROPE_MODE_NORM = 0, ROPE_MODE_NEOX = 2, ROPE_MODE_IMROPE = 40 };
+ * not at all when it falls in the fourth; pairs as NEOX.  MROPE: the
+ * same with contiguous sections (GLM-4.x files that carry
+ * rope.dimension_sections): pair i rotates by p iff i % sum(sections) <
+ * sections[0] + sections[1] + sections[2]. */
+enum { ROPE_MODE_NONE = -1, ROPE_MODE_NORM = 0, ROPE_MODE_NEOX = 2, ROPE_MODE_MROPE = 8, ROPE_MODE_IMROPE = 40 };
 
 typedef struct {
     int32_t n_rot;       /* rotated dimensions (even) */
@@ -24,7 +27,7 @@ typedef struct {
     float ext_factor, attn_factor, beta_fast, beta_slow;
     int32_t n_ctx_orig;
     const float *freq_factors; /* n_rot/2 divisors of theta (llama3 rope_freqs), or NULL */
-    int32_t sections[4];       /* IMROPE: pairs per position stream (t, h, w, e) */
+    int32_t sections[4];       /* IMROPE / MROPE: pairs per position stream (t, h, w, e) */
 } rope_params;
 
 /* cos/sin for position POS: cache[2i] = cos, cache[2i+1] = sin of pair i

@@ -114,6 +114,9 @@ void op_swiglu(float *out, const float *g, const float *u, int64_t n);
  * same bits (tests compare them). */
 void op_swiglu_isa(float *out, const float *g, const float *u, int64_t n, sl_isa isa);
 float op_silu(float x);
+/* ggml_vec_soft_max_f32: y[i] = expf(x[i] - max) (vector expf per full 16,
+ * libm for the tail); returns their sum (each 16's tree sum into a double). */
+double op_soft_max_sum(float *y, const float *x, int64_t n, float max);
 
 /* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */
 uint16_t fp32_to_fp16(float f);

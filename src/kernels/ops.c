@@ -113,3 +113,19 @@ void op_softmax_sink(float *x, int64_t n, const float *sink)
     float inv = (float)(1.0 / sum);
     for (i = 0; i < n; i++) x[i] *= inv;
 }
+
+double op_soft_max_sum(float *y, const float *x, int64_t n, float max)
+{
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 15 < n; i += 16) {
+        float l[16];
+        for (int k = 0; k < 16; k++) l[k] = y[i + k] = v_expf(x[i + k] - max);
+        sum += (double)kq_tree16(l);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
