@@ -1,6 +1,7 @@
 # sluice build.  `make` builds build/sluice and build/libsluice.a; `make test`
 # runs every test and ends with "N passed, N failed"; `make demo` runs the
-# bundled model.  Sources are found by wildcard, so adding a module needs no
+# bundled model; `make install PREFIX=/usr/local [DESTDIR=...]` adds
+# libsluice.so, sluice.pc and the sluice.1 man page (`make uninstall`).  Sources are found by wildcard, so adding a module needs no
 # edit here.  Files named *_avx2.c / *_avx512.c get their ISA flags; the
 # binary picks a path at run time by CPU feature detection.
 
@@ -47,9 +48,10 @@ FUZZ_SRC    = $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_S     ?= 60
 
-.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build fuzz
+.PHONY: all test test-asan demo clean bench bench-kernels bench-model bench-prefetch examples test-build fuzz \
+        install uninstall shared man
 all: $(BUILD)/sluice $(BUILD)/libsluice.a
-test-build: $(TEST_LIB) $(BUILD)/sluice-test $(FUZZ_REPLAY)
+test-build: $(TEST_LIB) $(BUILD)/sluice-test $(FUZZ_REPLAY) shared man
 
 $(DEPS_OK): mk/deps.sh
 	@sh mk/deps.sh
@@ -65,6 +67,34 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 $(BUILD)/tobj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(FAULT_DEF) $(EXTRA) -c $< -o $@
+
+# libsluice.so: the library sources again, position-independent (build/pic);
+# libsluice.a keeps the non-PIC objects the binary links.  Only the public
+# sluice_* names are exported (mk/libsluice.map).  While the version is 0.x
+# every minor release may change the ABI (the option structs grow), so the
+# soname carries major.minor: libsluice.so.0.2.
+VERSION   := $(shell awk -F'"' '/define SLUICE_VERSION/ {print $$2}' include/sluice.h)
+SOVERSION := $(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
+SONAME     = libsluice.so.$(SOVERSION)
+PIC_OBJ    = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+
+$(BUILD)/pic/%_avx2.o:   EXTRA = $(AVX2_FLAGS)
+$(BUILD)/pic/%_avx512.o: EXTRA = $(AVX512_FLAGS)
+
+$(BUILD)/pic/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) -fPIC $(EXTRA) -c $< -o $@
+
+$(BUILD)/libsluice.so: $(PIC_OBJ) mk/libsluice.map
+	$(CC) -shared $(CFLAGS) $(SANFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=mk/libsluice.map \
+	    $(if $(SAN),,-Wl,-z,defs) -o $@ $(PIC_OBJ) $(LDLIBS)
+
+# The man page, generated from the commands' own --help texts (mk/man.sh).
+$(BUILD)/sluice.1: $(BUILD)/sluice mk/man.sh
+	sh mk/man.sh $(BUILD)/sluice >$@.tmp && mv $@.tmp $@
+
+shared: $(BUILD)/libsluice.so
+man: $(BUILD)/sluice.1
 
 $(BUILD)/libsluice.a: $(LIB_OBJ)
 	@rm -f $@
@@ -94,17 +124,70 @@ $(BUILD)/tests/%: tests/%.c tests/t.h $(TEST_LIB) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(FAULT_DEF) -Itests -o $@ $< $(TEST_LIB) $(LDLIBS)
 
-# Programs under examples/ use nothing but the public header (include/sluice.h).
+# ---- install ----
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+PCDIR      ?= $(LIBDIR)/pkgconfig
+DATADIR    ?= $(PREFIX)/share/sluice
+
+# sluice.pc: paths relative to ${prefix} where they lie under it (so that
+# pkg-config --define-variable=prefix=... relocates them); a static link
+# needs the Debian libraries the binary links (LDLIBS), hence Libs.private.
+pcrel = $(patsubst $(PREFIX)%,$${prefix}%,$(1))
+define SLUICE_PC
+prefix=$(PREFIX)
+libdir=$(call pcrel,$(LIBDIR))
+includedir=$(call pcrel,$(INCLUDEDIR))
+
+Name: sluice
+Description: Mixture-of-Experts inference on GGUF models larger than RAM
+Version: $(VERSION)
+Cflags: -I$${includedir}
+Libs: -L$${libdir} -lsluice
+Libs.private: $(LDLIBS)
+endef
+
+INSTALLED = $(BINDIR)/sluice $(LIBDIR)/libsluice.a $(LIBDIR)/libsluice.so.$(VERSION) $(LIBDIR)/$(SONAME) \
+            $(LIBDIR)/libsluice.so $(INCLUDEDIR)/sluice.h $(PCDIR)/sluice.pc $(MANDIR)/man1/sluice.1 \
+            $(DATADIR)/models/tinymoe-q8_0.gguf
+
+install: all shared man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(INCLUDEDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/models
+	install -m 755 $(BUILD)/sluice $(DESTDIR)$(BINDIR)/sluice
+	install -m 644 $(BUILD)/libsluice.a $(DESTDIR)$(LIBDIR)/libsluice.a
+	install -m 755 $(BUILD)/libsluice.so $(DESTDIR)$(LIBDIR)/libsluice.so.$(VERSION)
+	ln -sf libsluice.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libsluice.so
+	install -m 644 include/sluice.h $(DESTDIR)$(INCLUDEDIR)/sluice.h
+	$(file >$(BUILD)/sluice.pc,$(SLUICE_PC))
+	install -m 644 $(BUILD)/sluice.pc $(DESTDIR)$(PCDIR)/sluice.pc
+	install -m 644 $(BUILD)/sluice.1 $(DESTDIR)$(MANDIR)/man1/sluice.1
+	install -m 644 models/tinymoe-q8_0.gguf $(DESTDIR)$(DATADIR)/models/tinymoe-q8_0.gguf
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR) 2>/dev/null
+
+# Programs under examples/ use nothing but the public header (include/sluice.h)
+# and link as `pkg-config --static --cflags --libs sluice` says (Libs.private = LDLIBS).
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLE_BIN = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 examples: $(EXAMPLE_BIN)
 
 $(BUILD)/examples/%: examples/%.c include/sluice.h $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SANFLAGS) -Iinclude -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SANFLAGS) -Iinclude -o $@ $< -L$(BUILD) -l:libsluice.a $(LDLIBS)
 
+# tests/cli/install.sh compiles examples/ against an installed tree with the
+# sanitizer flags of this build (SLUICE_SANFLAGS).
 test: all examples test-build $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh
+	@BUILD=$(BUILD) SLUICE_SANFLAGS='$(SANFLAGS)' sh tests/run.sh
 
 test-asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 test
@@ -165,4 +248,4 @@ $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/tobj/%.d,$(FAULT_SRC))
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/tobj/%.d,$(FAULT_SRC))

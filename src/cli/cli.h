@@ -2,7 +2,9 @@
 #ifndef SLUICE_CLI_H
 #define SLUICE_CLI_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Each subcommand: argv[0] is the subcommand name; returns the exit code. */
@@ -36,9 +38,12 @@ char *cli_unescape(char *s);
 /* Prints "sluice: error: MSG" to stderr and returns 1, for `return cli_fail(...)`. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Path of the bundled demo model (models/tinymoe-q8_0.gguf next to the binary's
- * checkout, or $SLUICE_MODEL); NULL if none is found. */
+/* Path of the bundled demo model ($SLUICE_MODEL, else tinymoe-q8_0.gguf in
+ * the binary's checkout or installed tree, else ./models); NULL if none is found. */
 const char *cli_default_model(void);
+/* The directories the bundled models may be in, relative to the binary
+ * (fills DIRS, returns how many). */
+int cli_model_dirs(char dirs[][PATH_MAX + 32], int cap);
 
 /* Parses sizes like 6G, 512M, 1.5GiB, 123456 into bytes; -1 on bad input. */
 int64_t cli_parse_size(const char *s);

@@ -12,23 +12,21 @@
 
 #define FAIL(...) (cli_fail(__VA_ARGS__), -1)
 
-/* Whether PATH lies in the models/ directory of the checkout this binary was
- * built in (<exe>/../models): the bundled tiny models live there. */
+/* Whether PATH lies in a bundled models directory of this binary (the
+ * checkout's models/ or the installed share/sluice/models/): the bundled
+ * tiny models live there. */
 bool cli_is_bundled(const char *path)
 {
-    char exe[PATH_MAX], dir[PATH_MAX + 16], rdir[PATH_MAX], rfile[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = 0;
-    snprintf(dir, sizeof dir, "%s/../models", exe);
-    if (!realpath(dir, rdir) || !realpath(path, rfile)) return false;
-    size_t k = strlen(rdir);
-    return !strncmp(rfile, rdir, k) && rfile[k] == '/' && !strchr(rfile + k + 1, '/');
+    char dirs[2][PATH_MAX + 32], rdir[PATH_MAX], rfile[PATH_MAX];
+    if (!realpath(path, rfile)) return false;
+    int nd = cli_model_dirs(dirs, 2);
+    for (int i = 0; i < nd; i++) {
+        if (!realpath(dirs[i], rdir)) continue;
+        size_t k = strlen(rdir);
+        if (!strncmp(rfile, rdir, k) && rfile[k] == '/' && !strchr(rfile + k + 1, '/')) return true;
+    }
+    return false;
 }
-
 
 /* sluice-test (the test build) only: SLUICE_FAULT_READ=N turns the Nth
  * completed expert read into EIO: how the end-to-end tests check that a

@@ -21,18 +21,35 @@ int cli_fail(const char *fmt, ...)
 
 static bool readable(const char *p) { return access(p, R_OK) == 0; }
 
+/* Where the bundled models live relative to the binary's directory: the
+ * checkout (build/sluice, models/) and an installed tree (PREFIX/bin/sluice,
+ * PREFIX/share/sluice/models/, written by `make install`). */
+static const char *const MODEL_DIRS[] = {"../models", "../share/sluice/models"};
+
+int cli_model_dirs(char dirs[][PATH_MAX + 32], int cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return 0;
+    *slash = 0; /* .../build or PREFIX/bin */
+    int k = 0;
+    for (size_t i = 0; i < sizeof MODEL_DIRS / sizeof *MODEL_DIRS && k < cap; i++)
+        if (snprintf(dirs[k], PATH_MAX + 32, "%s/%s", exe, MODEL_DIRS[i]) < PATH_MAX + 32) k++;
+    return k;
+}
+
 const char *cli_default_model(void)
 {
     static char path[PATH_MAX + 64];
     const char *env = getenv("SLUICE_MODEL");
     if (env && *env) return env;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0; /* .../build */
-        snprintf(path, sizeof path, "%s/../models/tinymoe-q8_0.gguf", exe);
+    char dirs[2][PATH_MAX + 32];
+    int nd = cli_model_dirs(dirs, 2);
+    for (int i = 0; i < nd; i++) {
+        if (snprintf(path, sizeof path, "%s/tinymoe-q8_0.gguf", dirs[i]) >= (int)sizeof path) continue;
         if (readable(path)) return path;
     }
     snprintf(path, sizeof path, "models/tinymoe-q8_0.gguf");

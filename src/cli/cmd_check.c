@@ -23,9 +23,9 @@ typedef struct {
     char first_bad[1024];
 } check_stats;
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: sluice check MODEL.gguf [--pack PACK] [-q]\n"
             "  Reads every tensor once: each must lie inside its file, hold whole blocks of its\n"
             "  type, and decode to finite values; prints the first bad tensor, row and block.\n"
@@ -114,11 +114,11 @@ int cmd_check(int argc, char **argv)
         if (!strcmp(argv[i], "--pack") && i + 1 < argc) pack = argv[++i];
         else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "-q")) quiet = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(), 0;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
         else if (argv[i][0] != '-' && !model) model = argv[i];
-        else return usage(), cli_fail("check: unexpected argument %s", argv[i]);
+        else return usage(stderr), cli_fail("check: unexpected argument %s", argv[i]), 2;
     }
-    if (!model) return usage(), cli_fail("check: no model given");
+    if (!model) return usage(stderr), cli_fail("check: no model given"), 2;
     gguf_file *g;
     sl_err err;
     if (gguf_open(&g, model, &err)) return cli_fail("%s", err.msg);

@@ -20,7 +20,7 @@ static void replay_usage(void)
            "  --policy    comma-separated policies: lru, lfru, ahead, opt (Belady's MIN,\n"
            "              the offline optimum); default lru,lfru,ahead,opt; a trace with the\n"
            "              pilot's predictions (run --trace-out) adds ahead+hints\n"
-           "  --half-life LFRU use-count half-life in tokens (default 64)\n"
+           "  --half-life T  LFRU use-count half-life in tokens (default 64)\n"
            "  --warmup    tokens replayed before counting, per run (default 0)\n"
            "  --tokens    replay only tokens [A, B) (default: all, or from B of --heat-from-tokens 0:B)\n"
            "  --run-len   replay the range as separate runs of T tokens, each from a cold cache\n"
