@@ -5,7 +5,8 @@
  * way convert_hf_to_gguf.py writes them (conversion/base.py, qwen.py,
  * deepseek.py).  Types follow llama-quantize: norms and routers stay F32,
  * rows whose length does not fit a type's block fall back like
- * tensor_type_fallback() (Q4_K -> Q5_0, Q6_K -> Q8_0, then F16).
+ * tensor_type_fallback() (Q4_K -> Q5_0, Q6_K -> Q8_0, IQ1-IQ3 -> IQ4_NL,
+ * TQ1_0/TQ2_0 -> Q4_0, then F16).
  *
  * Weights (docs/SYNTH.md): matrices N(0, 1/fan_in) with fan_in = ne[0] so
  * every projection keeps unit-scale activations through any depth; norms
@@ -39,7 +40,9 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0)
 {
     const ggml_type_info *ti = ggml_type_get(type);
     if (ne0 % ti->blck_size == 0) return type;
-    uint32_t fb = type == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : type == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+    uint32_t fb = type == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : type == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0
+                : type == GGML_TYPE_TQ1_0 || type == GGML_TYPE_TQ2_0 ? GGML_TYPE_Q4_0
+                : sy_type_low_bit(type) ? GGML_TYPE_IQ4_NL : GGML_TYPE_F16;
     return ne0 % ggml_type_get(fb)->blck_size == 0 ? fb : GGML_TYPE_F16;
 }
 
@@ -414,6 +417,17 @@ static uint32_t file_type(uint32_t type)
     case GGML_TYPE_Q4_K: return 14; /* Q4_K_S: Q4_K throughout, Q6_K output */
     case GGML_TYPE_Q6_K: return 18;
     case GGML_TYPE_MXFP4: return 38; /* MXFP4_MOE */
+    /* llama_ftype of the mixes whose routed experts are this type */
+    case GGML_TYPE_IQ4_NL: return 25;
+    case GGML_TYPE_IQ2_XXS: return 19;
+    case GGML_TYPE_IQ2_XS: return 20;
+    case GGML_TYPE_IQ3_XXS: return 23;
+    case GGML_TYPE_IQ1_S: return 24;
+    case GGML_TYPE_IQ3_S: return 26;
+    case GGML_TYPE_IQ2_S: return 28;
+    case GGML_TYPE_IQ1_M: return 31;
+    case GGML_TYPE_TQ1_0: return 36;
+    case GGML_TYPE_TQ2_0: return 37;
     default: return 0;
     }
 }
@@ -462,11 +476,15 @@ bool synth_type_supported(uint32_t type) { return sy_type_supported(type); }
 int synth_config_types(synth_config *c, uint32_t type, sl_err *err)
 {
     if (!sy_type_supported(type) || type == GGML_TYPE_F32)
-        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, mxfp4, f16)",
+        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, iq4_nl, mxfp4, f16, "
+                            "iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, tq1_0, tq2_0)",
                        ggml_type_name(type));
     c->expert_type = c->dense_type = c->embd_type = type;
     c->output_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 ? type : GGML_TYPE_Q6_K;
     if (type == GGML_TYPE_MXFP4) c->dense_type = c->embd_type = c->output_type = GGML_TYPE_Q8_0; /* MXFP4_MOE */
+    /* 1-3 bit files (the UD mixes) keep the spine at 4+ bits: only the
+     * routed experts, which are the bytes per token, take the type */
+    if (sy_type_low_bit(type)) c->dense_type = c->embd_type = GGML_TYPE_Q4_K;
     if (c->shape.family == SYNTH_GPT_OSS) c->expert_type = GGML_TYPE_MXFP4; /* as the released weights */
     return 0;
 }
