@@ -26,6 +26,9 @@
 
 #include "kernels/kq_iq.h"
 
+/* the decoders and the per-type bodies: one copy per type and tile width */
+#define IQ_INLINE static inline __attribute__((always_inline))
+
 #if IQ_W == 64
 typedef __m512i V;   /* 64 elements */
 typedef __mmask64 S; /* one sign bit per element */
@@ -139,80 +142,101 @@ static inline __m256i tq1_chunk(const uint8_t *b, int k)
     return trits(_mm256_set_m128i(qh, q2), _mm256_set_m128i(ph, _mm_set1_epi8(81)));
 }
 
-static inline __attribute__((always_inline)) void chunk_of(uint32_t T, const uint8_t *b, int ib, sub32 *c)
+/* Sub-block IB of each type's superblock B (layouts: docs/KERNELS.md). */
+IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
 {
-    c->dsg = 0, c->coef = 0;
+    uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
+    c->g = grid64(kq_iq2xxs_grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
+    c->sg = even_signs4(ss);
+    c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
+}
+
+IQ_INLINE void sub_iq2_xs(const uint8_t *b, int ib, sub32 *c)
+{
+    uint64_t x = le64(b + 2 + 8 * ib); /* 4 x (9-bit index, 7 sign bits) */
+    c->g = grid64(kq_iq2xs_grid, (int)(x & 511), (int)((x >> 16) & 511), (int)((x >> 32) & 511), (int)((x >> 48) & 511));
+    c->sg = even_signs4((uint32_t)_pext_u64(x, 0xfe00fe00fe00fe00ull));
+    c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
+}
+
+IQ_INLINE void sub_iq2_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 4 * ib;
+    int h = b[66 + ib]; /* index bits 8-9 of group l: bits 2l, 2l+1 */
+    c->g = grid64(kq_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
+                  q[3] | (h << 2 & 0x300));
+    c->sg = kq_le32(b + 34 + 4 * ib);
+    c->s0 = (int16_t)(2 * (b[74 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[74 + ib] >> 4) + 1);
+}
+
+IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 8 * ib;
+    uint32_t ss = kq_le32(b + 66 + 4 * ib);
+    int i[8];
+    for (int k = 0; k < 8; k++) i[k] = q[k];
+    c->g = grid32(kq_iq3xxs_grid, i);
+    c->sg = even_signs4(ss);
+    c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
+}
+
+IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 8 * ib;
+    int h = b[66 + ib], i[8]; /* index bit 8 of point k: bit k of qh */
+    for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
+    c->g = grid32(kq_iq3s_grid, i);
+    c->sg = kq_le32(b + 74 + 4 * ib);
+    c->s0 = c->s1 = (int16_t)(2 * ((b[106 + ib / 2] >> 4 * (ib & 1)) & 15) + 1);
+}
+
+/* IQ1 grids hold -1, 0, 1: magnitudes and the sign bits of the bytes. */
+IQ_INLINE void iq1_grid(__m256i g, sub32 *c)
+{
+    c->sg = (uint32_t)_mm256_movemask_epi8(g), c->g = _mm256_abs_epi8(g);
+}
+
+IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 4 * ib;
+    int h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
+    iq1_grid(grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700), q[2] | (h << 2 & 0x700),
+                    q[3] | (h >> 1 & 0x700)), c);
+    c->s0 = c->s1 = (int16_t)(2 * ((h >> 12) & 7) + 1);
+    c->coef = (int16_t)(h & 0x8000 ? -c->s0 : c->s0);
+}
+
+IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 4 * ib;
+    /* nibble l of h: index bits 8-10 of group l, then its delta sign */
+    int h = kq_le16(b + 32 + 2 * ib), sc = kq_le16(b + 48 + 2 * (ib / 2)) >> 6 * (ib & 1);
+    iq1_grid(grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 4 & 0x700), q[2] | (h & 0x700),
+                    q[3] | (h >> 4 & 0x700)), c);
+    for (int l = 0; l < 4; l++) c->dsg |= (h >> (4 * l + 3) & 1 ? 0xffu : 0u) << 8 * l;
+    c->s0 = (int16_t)(2 * (sc & 7) + 1), c->s1 = (int16_t)(2 * ((sc >> 3) & 7) + 1);
+}
+
+/* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m]. */
+static inline __m256i tq2_chunk(const uint8_t *b, int k)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b + 32 * (k / 4))), 2 * (k % 4)),
+                            _mm256_set1_epi8(3));
+}
+
+IQ_INLINE void chunk_of(uint32_t T, const uint8_t *b, int ib, sub32 *c)
+{
+    c->dsg = 0, c->coef = 0, c->sg = 0, c->s0 = c->s1 = 1;
     switch (T) {
-    case GGML_TYPE_IQ2_XXS: {
-        uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
-        c->g = grid64(kq_iq2xxs_grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
-        c->sg = even_signs4(ss);
-        c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
-        break;
-    }
-    case GGML_TYPE_IQ2_XS: {
-        uint64_t x = le64(b + 2 + 8 * ib);
-        c->g = grid64(kq_iq2xs_grid, (int)(x & 511), (int)((x >> 16) & 511), (int)((x >> 32) & 511), (int)((x >> 48) & 511));
-        c->sg = even_signs4((uint32_t)_pext_u64(x, 0xfe00fe00fe00fe00ull));
-        c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
-        break;
-    }
-    case GGML_TYPE_IQ2_S: {
-        const uint8_t *q = b + 2 + 4 * ib;
-        int h = b[66 + ib];
-        c->g = grid64(kq_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
-                      q[3] | (h << 2 & 0x300));
-        c->sg = kq_le32(b + 34 + 4 * ib);
-        c->s0 = (int16_t)(2 * (b[74 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[74 + ib] >> 4) + 1);
-        break;
-    }
-    case GGML_TYPE_IQ3_XXS: {
-        const uint8_t *q = b + 2 + 8 * ib;
-        uint32_t ss = kq_le32(b + 66 + 4 * ib);
-        int i[8];
-        for (int k = 0; k < 8; k++) i[k] = q[k];
-        c->g = grid32(kq_iq3xxs_grid, i);
-        c->sg = even_signs4(ss);
-        c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
-        break;
-    }
-    case GGML_TYPE_IQ3_S: {
-        const uint8_t *q = b + 2 + 8 * ib;
-        int h = b[66 + ib], i[8];
-        for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
-        c->g = grid32(kq_iq3s_grid, i);
-        c->sg = kq_le32(b + 74 + 4 * ib);
-        c->s0 = c->s1 = (int16_t)(2 * ((b[106 + ib / 2] >> 4 * (ib & 1)) & 15) + 1);
-        break;
-    }
-    case GGML_TYPE_IQ1_S: {
-        const uint8_t *q = b + 2 + 4 * ib;
-        int h = kq_le16(b + 34 + 2 * ib);
-        __m256i g = grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700),
-                           q[2] | (h << 2 & 0x700), q[3] | (h >> 1 & 0x700));
-        c->sg = (uint32_t)_mm256_movemask_epi8(g), c->g = _mm256_abs_epi8(g);
-        c->s0 = c->s1 = (int16_t)(2 * ((h >> 12) & 7) + 1);
-        c->coef = (int16_t)(h & 0x8000 ? -c->s0 : c->s0);
-        break;
-    }
-    case GGML_TYPE_IQ1_M: {
-        const uint8_t *q = b + 4 * ib;
-        int h = kq_le16(b + 32 + 2 * ib), sc = kq_le16(b + 48 + 2 * (ib / 2)) >> 6 * (ib & 1);
-        __m256i g = grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 4 & 0x700),
-                           q[2] | (h & 0x700), q[3] | (h >> 4 & 0x700));
-        c->sg = (uint32_t)_mm256_movemask_epi8(g), c->g = _mm256_abs_epi8(g);
-        for (int l = 0; l < 4; l++) c->dsg |= (h >> (4 * l + 3) & 1 ? 0xffu : 0u) << 8 * l;
-        c->s0 = (int16_t)(2 * (sc & 7) + 1), c->s1 = (int16_t)(2 * ((sc >> 3) & 7) + 1);
-        break;
-    }
-    case GGML_TYPE_TQ1_0:
-        c->g = tq1_chunk(b, ib), c->sg = 0, c->s0 = c->s1 = 1;
-        break;
-    default: /* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m] */
-        c->g = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b + 32 * (ib / 4))), 2 * (ib % 4)),
-                                _mm256_set1_epi8(3));
-        c->sg = 0, c->s0 = c->s1 = 1;
-        break;
+    case GGML_TYPE_IQ2_XXS: sub_iq2_xxs(b, ib, c); break;
+    case GGML_TYPE_IQ2_XS: sub_iq2_xs(b, ib, c); break;
+    case GGML_TYPE_IQ2_S: sub_iq2_s(b, ib, c); break;
+    case GGML_TYPE_IQ3_XXS: sub_iq3_xxs(b, ib, c); break;
+    case GGML_TYPE_IQ3_S: sub_iq3_s(b, ib, c); break;
+    case GGML_TYPE_IQ1_S: sub_iq1_s(b, ib, c); break;
+    case GGML_TYPE_IQ1_M: sub_iq1_m(b, ib, c); break;
+    case GGML_TYPE_TQ1_0: c->g = tq1_chunk(b, ib); break; /* no signs, scale 1 */
+    default: c->g = tq2_chunk(b, ib); break;
     }
 }
 
@@ -237,7 +261,7 @@ static inline float block_scale(uint32_t T, const uint8_t *b)
     }
 }
 
-static inline __attribute__((always_inline)) void decode(uint32_t T, const uint8_t *b, wdec *w)
+IQ_INLINE void decode(uint32_t T, const uint8_t *b, wdec *w)
 {
     int16_t coef[16];
 #pragma GCC unroll 8
@@ -278,7 +302,7 @@ typedef struct {
 } tacc;
 
 /* One decoded superblock times one token's Q8_K block. */
-static inline __attribute__((always_inline)) void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
+IQ_INLINE void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
 {
     V s = v_zero(), s2 = v_zero(), av[IQ_NV];
 #pragma GCC unroll 8
@@ -301,8 +325,7 @@ static inline __attribute__((always_inline)) void token(uint32_t T, const wdec *
 }
 
 /* One row times NT tokens (xs[t]: token t's Q8_K row), results to out[t]. */
-static inline __attribute__((always_inline)) void row_tile(uint32_t T, int nt, const uint8_t *row, int64_t nb,
-                                                           const blk_q8_K *const *xs, float *out)
+IQ_INLINE void row_tile(uint32_t T, int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out)
 {
     size_t bs = ggml_type_get(T)->type_size;
     tacc o[IQ_TT];
