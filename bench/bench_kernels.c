@@ -74,10 +74,15 @@ static void fill(uint32_t type, uint8_t *p, size_t bytes)
     case GGML_TYPE_Q6_K: offs[0] = 208; break;
     case GGML_TYPE_MXFP4: break;
     case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: offs[0] = 0, offs[1] = 2; break;
+    case GGML_TYPE_TQ1_0: offs[0] = 52; break;
+    case GGML_TYPE_TQ2_0: offs[0] = 64; break;
+    case GGML_TYPE_IQ1_M: break; /* d in the top nibbles of the scale words */
     default: offs[0] = 0;
     }
     for (size_t b = 0; b + ti->type_size <= bytes; b += ti->type_size) {
         if (type == GGML_TYPE_MXFP4) p[b] = 120;
+        if (type == GGML_TYPE_IQ1_M)
+            for (int q = 0; q < 4; q++) p[b + 49 + 2 * q] = (uint8_t)((p[b + 49 + 2 * q] & 0x0f) | ((h >> (4 * q)) & 15) << 4);
         for (int k = 0; k < 2; k++)
             if (offs[k] >= 0) memcpy(p + b + offs[k], &h, 2);
     }

@@ -301,6 +301,103 @@ static void test_bit_identity(void)
     pool_destroy(p3);
 }
 
+/* Every sub-block scale at its largest odd factor and d = 1: the worst case
+ * for the SIMD paths' 16-bit pair sums and 32-bit lanes. */
+static void max_scales(uint32_t t, uint8_t *b)
+{
+    switch (t) {
+    case GGML_TYPE_IQ2_XXS: for (int ib = 0; ib < 8; ib++) b[9 + 8 * ib] |= 0xf0; break;
+    case GGML_TYPE_IQ2_XS: memset(b + 66, 0xff, 8); break;
+    case GGML_TYPE_IQ2_S: memset(b + 74, 0xff, 8); break;
+    case GGML_TYPE_IQ3_XXS: for (int ib = 0; ib < 8; ib++) b[69 + 4 * ib] |= 0xf0; break;
+    case GGML_TYPE_IQ3_S: memset(b + 106, 0xff, 4); break;
+    case GGML_TYPE_IQ1_S: for (int ib = 0; ib < 8; ib++) b[35 + 2 * ib] |= 0x70; break;
+    case GGML_TYPE_IQ1_M: for (int q = 0; q < 4; q++) b[48 + 2 * q] = 0xff, b[49 + 2 * q] |= 0x0f; break;
+    case GGML_TYPE_TQ1_0: memset(b, 0xff, 52); break; /* 0xff: five digits 2 */
+    default: memset(b, 0xaa, 64); break;              /* TQ2_0: all 2 */
+    }
+    if (t == GGML_TYPE_IQ1_M)
+        for (int q = 0; q < 4; q++) b[49 + 2 * q] = (uint8_t)((b[49 + 2 * q] & 0x0f) | ((0x3c00 >> (4 * q)) & 15) << 4);
+    else
+        b[d_off(t)] = 0x00, b[d_off(t) + 1] = 0x3c;
+}
+
+static void test_extremes(void)
+{
+    sl_isa max = kernels_isa_detected();
+    for (size_t k = 0; k < NT; k++) {
+        uint32_t t = TYPES[k];
+        char name[128];
+        snprintf(name, sizeof name, "%s: largest scales, activations +-127 along the weight signs: exact, every path",
+                 ggml_type_name(t));
+        t_begin(name);
+        const int64_t n = 256 * 8, rows = 19;
+        size_t rb = ggml_row_bytes(t, (uint64_t)n), bs = ggml_type_get(t)->type_size;
+        uint8_t *w = malloc(rb * rows);
+        fill(t, w, (size_t)(n / 256 * rows), 0);
+        for (int64_t b = 0; b < n / 256 * rows; b++) max_scales(t, w + (size_t)b * bs);
+        sl_mat m = {t, n, rows, rb, w, 0};
+        /* token r follows row r's signs: every product of that pair is positive */
+        float *x = malloc(sizeof(float) * (size_t)(n * rows));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i++)
+                x[r * n + i] = ref_elem(t, w + r * rb + (size_t)(i / 256) * bs, (int)(i % 256)) < 0 ? -1.0f : 1.0f;
+        sl_act a = {0};
+        sl_err err;
+        act_prepare(&a, t, x, n, rows, (size_t)n, NULL, &err);
+        size_t ysz = sizeof(float) * (size_t)(rows * rows);
+        float *ref = malloc(ysz), *y = malloc(ysz);
+        matmul_rows(&m, &a, ref, (size_t)rows, 0, rows, SL_ISA_SCALAR);
+        for (int64_t r = 0; r < rows && !t_cur.failed; r++) {
+            double s = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double wv = ref_elem(t, w + r * rb + (size_t)(i / 256) * bs, (int)(i % 256)), av = act_val(&a, r, i);
+                s += wv * av, mag += fabs(wv * av);
+            }
+            double got = ref[r * rows + r];
+            T_CHECK(fabs(got - s) <= 1e-6 * mag, "row %lld: %.9g vs %.9g", (long long)r, got, s);
+        }
+        for (int isa = SL_ISA_AVX2; isa <= (int)max; isa++) {
+            memset(y, 0xff, ysz);
+            matmul_rows(&m, &a, y, (size_t)rows, 0, rows, (sl_isa)isa);
+            T_CHECK(memcmp(y, ref, ysz) == 0, "%s differs from scalar", kernels_isa_name((sl_isa)isa));
+        }
+        act_free(&a);
+        free(w), free(x), free(ref), free(y);
+        t_end();
+    }
+}
+
+/* Rows longer than the SIMD paths' L2 chunk, several chunks per call. */
+static void test_long_rows(void)
+{
+    sl_isa max = kernels_isa_detected();
+    for (size_t k = 0; k < NT; k++) {
+        uint32_t t = TYPES[k];
+        char name[128];
+        snprintf(name, sizeof name, "%s: 80 rows of 32768 (several L2 chunks), 9 tokens: every path = scalar",
+                 ggml_type_name(t));
+        t_begin(name);
+        const int64_t n = 256 * 128, rows = 80, T = 9;
+        size_t rb = ggml_row_bytes(t, (uint64_t)n);
+        uint8_t *w = malloc(rb * rows);
+        fill(t, w, (size_t)(n / 256 * rows), 1);
+        sl_mat m = {t, n, rows, rb, w, 0};
+        float *x = malloc(sizeof(float) * (size_t)(n * T));
+        rand_x(x, n * T);
+        size_t ysz = sizeof(float) * (size_t)(rows * T);
+        float *ref = malloc(ysz), *y = malloc(ysz);
+        run(&m, x, T, T, SL_ISA_SCALAR, ref);
+        for (int isa = SL_ISA_AVX2; isa <= (int)max; isa++) {
+            memset(y, 0xff, ysz);
+            run(&m, x, T, T, (sl_isa)isa, y);
+            T_CHECK(memcmp(y, ref, ysz) == 0, "%s differs from scalar", kernels_isa_name((sl_isa)isa));
+        }
+        free(w), free(x), free(ref), free(y);
+        t_end();
+    }
+}
+
 static void test_supported(void)
 {
     t_begin("codebook/ternary types: supported, Q8_K activations, rows of 256 only");
@@ -324,5 +421,7 @@ int main(void)
     test_dequant();
     test_dot();
     test_bit_identity();
+    test_extremes();
+    test_long_rows();
     return t_done();
 }

@@ -192,13 +192,7 @@ float kq_dot_iq(uint32_t type, const void *w, const void *a, int64_t n)
         }
         if (type == GGML_TYPE_IQ1_S) acc1 = fmaf((float)o.s1, d, acc1);
     }
-    switch (type) {
-    case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: return 0.125f * kq_red8(acc);
-    case GGML_TYPE_IQ3_XXS: return 0.25f * kq_red8(acc);
-    case GGML_TYPE_IQ1_S: return kq_red8(acc) + IQ1_DELTA * acc1;
-    case GGML_TYPE_IQ1_M: return fmaf(kq_red8(acc2), IQ1_DELTA, kq_red8(acc));
-    default: return kq_red8(acc); /* IQ3_S, TQ1_0, TQ2_0 */
-    }
+    return kq_iq_result(type, acc, acc2, acc1);
 }
 
 /* ---- dequantisation (ggml-quants.c float operations, in order) ---- */

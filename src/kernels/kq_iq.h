@@ -13,6 +13,7 @@
 #ifndef SLUICE_KQ_IQ_H
 #define SLUICE_KQ_IQ_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -86,6 +87,21 @@ static inline int kq_trit(uint8_t q, int n)
 static inline float kq_red8(const float *a)
 {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* The product from the 8 lane accumulators (acc; IQ1_M: acc2 of the delta
+ * part; IQ1_S: acc1 of the delta part), as ggml's vec_dot combines them.
+ * Shared by the scalar and SIMD paths, so the last operations are the same
+ * source (the files are C11: no fused multiply-add is formed implicitly). */
+static inline float kq_iq_result(uint32_t type, const float *acc, const float *acc2, float acc1)
+{
+    switch (type) {
+    case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: return 0.125f * kq_red8(acc);
+    case GGML_TYPE_IQ3_XXS: return 0.25f * kq_red8(acc);
+    case GGML_TYPE_IQ1_S: return kq_red8(acc) + IQ1_DELTA * acc1;
+    case GGML_TYPE_IQ1_M: return fmaf(kq_red8(acc2), IQ1_DELTA, kq_red8(acc));
+    default: return kq_red8(acc); /* IQ3_S, TQ1_0, TQ2_0 */
+    }
 }
 
 /* Whether TYPE is one of the types of this header. */

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/kq.h"
+#include "kernels/kq_iq.h"
 #include "kernels/row_prefetch.h"
 
 /* ---- float weights ---- */
@@ -522,6 +523,6 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
     case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
         return rows_blocks(w, x, y, y_stride, r0, r1);
     default:
-        return 0;
+        return kq_is_iq(w->type) ? kq_rows_iq_avx2(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */
     }
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "kernels/kq.h"
+#include "kernels/kq_iq.h"
 #include "kernels/row_prefetch.h"
 
 #define TT 4  /* tokens per tile */
@@ -992,6 +993,6 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
         if (w->order == SL_ORDER_VEC_DOT) return 0; /* scalar dot_f32_vd */
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
-        return 0;
+        return kq_is_iq(w->type) ? kq_rows_iq_avx512(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */
     }
 }

@@ -5,7 +5,8 @@
  * way convert_hf_to_gguf.py writes them (conversion/base.py, qwen.py,
  * deepseek.py).  Types follow llama-quantize: norms and routers stay F32,
  * rows whose length does not fit a type's block fall back like
- * tensor_type_fallback() (Q4_K -> Q5_0, Q6_K -> Q8_0, then F16).
+ * tensor_type_fallback() (Q4_K -> Q5_0, Q6_K -> Q8_0, IQ1-IQ3 -> IQ4_NL,
+ * TQ1_0/TQ2_0 -> Q4_0, then F16).
  *
  * Weights (docs/SYNTH.md): matrices N(0, 1/fan_in) with fan_in = ne[0] so
  * every projection keeps unit-scale activations through any depth; norms
@@ -39,7 +40,9 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0)
 {
     const ggml_type_info *ti = ggml_type_get(type);
     if (ne0 % ti->blck_size == 0) return type;
-    uint32_t fb = type == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : type == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+    uint32_t fb = type == GGML_TYPE_Q4_K ? GGML_TYPE_Q5_0 : type == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_0
+                : type == GGML_TYPE_TQ1_0 || type == GGML_TYPE_TQ2_0 ? GGML_TYPE_Q4_0
+                : sy_type_low_bit(type) ? GGML_TYPE_IQ4_NL : GGML_TYPE_F16;
     return ne0 % ggml_type_get(fb)->blck_size == 0 ? fb : GGML_TYPE_F16;
 }
 
@@ -236,6 +239,27 @@ static int plan_gpt_oss_layer(synth_job *j, int32_t L, sl_err *err)
     return 0;
 }
 
+/* glm4moe, as convert_hf_to_gguf.py writes GLM-4.5-Air: q/k/v biases, no
+ * per-head q/k norms (use_qk_norm false), post_attention_norm before the FFN; a dense lead
+ * layer, then MoE with a selection bias and a shared expert. */
+static int plan_glm_layer(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type;
+    int64_t E = s->n_embd, D = s->head_dim, q = (int64_t)s->n_head * D, kv = (int64_t)s->n_head_kv * D;
+#define BIAS(name, a) add(j, SYNTH_BIAS, L, 0, name, 1, a, 1, 1, err)
+    if (NORM(L, "attn_norm.weight", E) || MAT(L, "attn_q.weight", E, q) || BIAS("attn_q.bias", q) ||
+        MAT(L, "attn_k.weight", E, kv) || BIAS("attn_k.bias", kv) || MAT(L, "attn_v.weight", E, kv) ||
+        BIAS("attn_v.bias", kv) || MAT(L, "attn_output.weight", q, E) || NORM(L, "post_attention_norm.weight", E))
+        return -1;
+#undef BIAS
+    if ((uint32_t)L >= s->n_dense_lead) return plan_moe_ffn(j, L, err);
+    return MAT(L, "ffn_gate.weight", E, s->n_ff) || MAT(L, "ffn_up.weight", E, s->n_ff) ||
+                   MAT(L, "ffn_down.weight", s->n_ff, E)
+               ? -1
+               : 0;
+}
+
 static int plan(synth_job *j, sl_err *err)
 {
     const synth_shape *s = &j->c.shape;
@@ -246,6 +270,7 @@ static int plan(synth_job *j, sl_err *err)
                  : s->family == SYNTH_KIMI_LINEAR ? plan_kimi_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_QWEN35MOE   ? plan_qwen35_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_GPT_OSS     ? plan_gpt_oss_layer(j, (int32_t)L, err)
+                 : s->family == SYNTH_GLM4MOE     ? plan_glm_layer(j, (int32_t)L, err)
                                                   : plan_deepseek2_layer(j, (int32_t)L, err);
         if (rc) return -1;
     }
@@ -402,6 +427,23 @@ static void meta_gpt_oss(meta *m, const synth_shape *s)
     m_f32(m, "rope.scaling.yarn_beta_slow", s->yarn_beta_slow);
 }
 
+/* glm4moe, as convert_hf_to_gguf.py writes GLM-4.5 (no MTP layer here) */
+static void meta_glm(meta *m, const synth_shape *s)
+{
+    m_u32(m, "attention.key_length", s->head_dim);
+    m_u32(m, "attention.value_length", s->head_dim);
+    m_u32(m, "rope.dimension_count", s->n_rot);
+    m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
+    m_u32(m, "expert_shared_count", s->n_expert_shared);
+    m_u32(m, "leading_dense_block_count", s->n_dense_lead);
+    m_f32(m, "expert_weights_scale", s->weights_scale);
+    m_u32(m, "expert_gating_func", s->gating);
+    m_u32(m, "nextn_predict_layers", 0);
+    char k[128];
+    snprintf(k, sizeof k, "%s.expert_weights_norm", m->arch);
+    if (!m->rc) m->rc = gguf_w_kv_bool(m->w, k, s->weights_norm, m->err);
+}
+
 /* llama_ftype of a file whose bulk is TYPE (llama.h) */
 static uint32_t file_type(uint32_t type)
 {
@@ -414,6 +456,17 @@ static uint32_t file_type(uint32_t type)
     case GGML_TYPE_Q4_K: return 14; /* Q4_K_S: Q4_K throughout, Q6_K output */
     case GGML_TYPE_Q6_K: return 18;
     case GGML_TYPE_MXFP4: return 38; /* MXFP4_MOE */
+    /* llama_ftype of the mixes whose routed experts are this type */
+    case GGML_TYPE_IQ4_NL: return 25;
+    case GGML_TYPE_IQ2_XXS: return 19;
+    case GGML_TYPE_IQ2_XS: return 20;
+    case GGML_TYPE_IQ3_XXS: return 23;
+    case GGML_TYPE_IQ1_S: return 24;
+    case GGML_TYPE_IQ3_S: return 26;
+    case GGML_TYPE_IQ2_S: return 28;
+    case GGML_TYPE_IQ1_M: return 31;
+    case GGML_TYPE_TQ1_0: return 36;
+    case GGML_TYPE_TQ2_0: return 37;
     default: return 0;
     }
 }
@@ -443,6 +496,7 @@ static int write_meta(synth_job *j, const gguf_file *vocab, sl_err *err)
     else if (s->family == SYNTH_KIMI_LINEAR) meta_kimi(&m, s);
     else if (s->family == SYNTH_QWEN35MOE) meta_qwen35(&m, s);
     else if (s->family == SYNTH_GPT_OSS) meta_gpt_oss(&m, s);
+    else if (s->family == SYNTH_GLM4MOE) meta_glm(&m, s);
     else meta_deepseek2(&m, s);
     if (!m.rc) m.rc = copy_tokenizer(j->w, vocab, err);
     if (!m.rc) m.rc = gguf_w_kv_u32(j->w, "general.quantization_version", 2, err);
@@ -462,11 +516,15 @@ bool synth_type_supported(uint32_t type) { return sy_type_supported(type); }
 int synth_config_types(synth_config *c, uint32_t type, sl_err *err)
 {
     if (!sy_type_supported(type) || type == GGML_TYPE_F32)
-        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, mxfp4, f16)",
+        return sl_errf(err, "cannot generate %s weights (supported: q4_K, q6_K, q4_0, q5_0, q8_0, iq4_nl, mxfp4, f16, "
+                            "iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, tq1_0, tq2_0)",
                        ggml_type_name(type));
     c->expert_type = c->dense_type = c->embd_type = type;
     c->output_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_F16 ? type : GGML_TYPE_Q6_K;
     if (type == GGML_TYPE_MXFP4) c->dense_type = c->embd_type = c->output_type = GGML_TYPE_Q8_0; /* MXFP4_MOE */
+    /* 1-3 bit files (the UD mixes) keep the spine at 4+ bits: only the
+     * routed experts, which are the bytes per token, take the type */
+    if (sy_type_low_bit(type)) c->dense_type = c->embd_type = GGML_TYPE_Q4_K;
     if (c->shape.family == SYNTH_GPT_OSS) c->expert_type = GGML_TYPE_MXFP4; /* as the released weights */
     return 0;
 }

@@ -46,7 +46,18 @@ bool sy_type_supported(uint32_t type)
 {
     switch (type) {
     case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0:
-    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K: case GGML_TYPE_MXFP4:
+    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q6_K: case GGML_TYPE_MXFP4: case GGML_TYPE_IQ4_NL:
+        return true;
+    default:
+        return sy_type_low_bit(type);
+    }
+}
+
+bool sy_type_low_bit(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
+    case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
         return true;
     default:
         return false;
@@ -94,20 +105,38 @@ static void fill(uint8_t *p, size_t n, sy_rng *r)
  *   q5_0 {d, qh[4], qs[16]}: x = d (q - 16), q uniform 0..31: rms 9.25 d
  *   q8_0 {d, qs[32]}: x = d q, q uniform -127..127 (ggml's quantiser never
  *     emits -128): rms 73.6 d
+ *   iq4_nl {d, qs[16]}: x = d kvalues_iq4nl[q], q uniform 0..15: rms 67.4 d
+ *     (the fallback of the IQ1-IQ3 types for rows not a multiple of 256)
  *   q4_K {d, dmin, scales[12], qs[128]}: sub-block j is x = d sc_j q - dmin m_j
  *     with 6-bit sc, m as get_scale_min_k4 reads them; sc uniform 32..63
  *     (rms 48.4), dmin = 8 d and m_j = round(sc_j 15/16) centre q at 7.5:
  *     rms 4.61 * 48.4 d
  *   q6_K {ql[128], qh[64], scales[16], d}: x = d sc (q - 32), q uniform 0..63
- *     (rms 18.5), int8 sc uniform 64..127 (rms 97.6) */
+ *     (rms 18.5), int8 sc uniform 64..127 (rms 97.6)
+ * The codebook types from random bits (every bit pattern is a valid block;
+ * codebook coordinates taken as uniform over their levels, 4-bit s uniform
+ * 0..15, 3-bit s 0..7):
+ *   iq2_xxs/xs/s: x = d (0.5 + s)/4 g, g in {8, 25, 43}: rms 2.308 * 29.09 d
+ *   iq3_xxs: x = d (0.5 + s)/2 g, g in {4, 12, ..., 52, 62}: rms 4.616 * 37.29 d
+ *   iq3_s: x = d (1 + 2s) g, g odd 1..15: rms 18.47 * 9.22 d
+ *   iq1_s/m: x = d (2s + 1)(g +- 1/8), g in {-1, 0, 1}: rms 9.22 * 0.826 d
+ *   tq1_0: x = d (t - 1), t uniform 0..2: rms 0.816 d; tq2_0 likewise once
+ *     the unused code 3 is mapped to 1 (t - 1 in {-1, 0, 0, 1}): rms 0.707 d */
 static float nominal_d(uint32_t type, float sigma)
 {
     switch (type) {
     case GGML_TYPE_Q4_0: return sigma / 4.637f;
     case GGML_TYPE_Q5_0: return sigma / 9.247f;
     case GGML_TYPE_Q8_0: return sigma / 73.61f;
+    case GGML_TYPE_IQ4_NL: return sigma / 67.44f;
     case GGML_TYPE_Q4_K: return sigma / (4.610f * 48.4f);
     case GGML_TYPE_Q6_K: return sigma / (18.47f * 97.6f);
+    case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: return sigma / (2.308f * 29.09f);
+    case GGML_TYPE_IQ3_XXS: return sigma / (4.616f * 37.29f);
+    case GGML_TYPE_IQ3_S: return sigma / (18.47f * 9.22f);
+    case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: return sigma / (9.22f * 0.826f);
+    case GGML_TYPE_TQ1_0: return sigma / 0.816f;
+    case GGML_TYPE_TQ2_0: return sigma / 0.707f;
     default: return 0;
     }
 }
@@ -184,6 +213,28 @@ static void gen_small(const sy_gen *g, uint8_t *b, uint64_t n, uint32_t size, sy
     }
 }
 
+/* The codebook and ternary types: random payload, then the fp16 scale
+ * (one more random byte picks it) where the layout keeps it: IQ1_M spreads
+ * it over the top nibbles of its four scale words, TQ1_0 / TQ2_0 end with
+ * it.  TQ2_0's code 3 (never written by ggml's quantiser) becomes 1. */
+static void gen_low_bit(const sy_gen *g, uint8_t *b, uint64_t n, sy_rng *r)
+{
+    uint32_t size = (uint32_t)ggml_type_get(g->type)->type_size;
+    uint8_t tmp[120];
+    for (uint64_t i = 0; i < n; i++, b += size) {
+        fill(tmp, (size + 8) / 8 * 8, r);
+        memcpy(b, tmp, size);
+        uint16_t h = g->d[tmp[size] & 15];
+        if (g->type == GGML_TYPE_IQ1_M) {
+            for (int q = 0; q < 4; q++) b[49 + 2 * q] = (uint8_t)((b[49 + 2 * q] & 0x0f) | ((h >> (4 * q)) & 15) << 4);
+            continue;
+        }
+        memcpy(b + (g->type == GGML_TYPE_TQ1_0 ? 52 : g->type == GGML_TYPE_TQ2_0 ? 64 : 0), &h, 2);
+        if (g->type == GGML_TYPE_TQ2_0)
+            for (int k = 0; k < 64; k++) b[k] ^= (uint8_t)(((b[k] >> 1) & b[k] & 0x55) << 1);
+    }
+}
+
 /* MXFP4 {e, qs[16]}: x = T[q] 2^(e - 128), T = twice the E2M1 values,
  * q uniform 0..15: rms sqrt(34.25) = 5.85 units.  The scale is a power of
  * two, so blocks take the exponent e or e + 1 with the probability that
@@ -205,6 +256,20 @@ static void gen_mxfp4(const sy_gen *g, uint8_t *b, uint64_t n, sy_rng *r)
     }
 }
 
+/* 32 floats as the nibbles of their nearest values d * T[q] (elements 0-15
+ * in the low nibbles, 16-31 in the high ones, ggml's 32-element layout). */
+static void nearest_nibbles(const float *x, const int8_t *T, float d, uint8_t *qs)
+{
+    uint8_t q[32];
+    for (int i = 0; i < 32; i++) {
+        int best = 0;
+        for (int k = 1; k < 16; k++)
+            if (fabsf(x[i] - T[k] * d) < fabsf(x[i] - T[best] * d)) best = k;
+        q[i] = (uint8_t)best;
+    }
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+}
+
 /* Nearest-value MXFP4 of 32 floats: e from the largest magnitude (its
  * top value lands in 8..16 units, clamped to 12). */
 static void quant_mxfp4(const float *x, uint8_t *b)
@@ -214,15 +279,7 @@ static void quant_mxfp4(const float *x, uint8_t *b)
     int e = amax > 0 ? (int)floorf(log2f(amax)) - 2 + 127 : 0;
     e = e < 0 ? 0 : e > 254 ? 254 : e;
     b[0] = (uint8_t)e;
-    float d = ldexpf(1.0f, e - 128);
-    uint8_t q[32];
-    for (int i = 0; i < 32; i++) {
-        int best = 0;
-        for (int k = 1; k < 16; k++)
-            if (fabsf(x[i] - MXFP4_T[k] * d) < fabsf(x[i] - MXFP4_T[best] * d)) best = k;
-        q[i] = (uint8_t)best;
-    }
-    for (int j = 0; j < 16; j++) b[1 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+    nearest_nibbles(x, MXFP4_T, ldexpf(1.0f, e - 128), b + 1);
 }
 
 void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r)
@@ -241,10 +298,13 @@ void sy_gen_blocks(const sy_gen *g, void *dst, uint64_t n_blocks, sy_rng *r)
     case GGML_TYPE_Q4_0: gen_small(g, b, n_blocks, 18, r); break;
     case GGML_TYPE_Q5_0: gen_small(g, b, n_blocks, 22, r); break;
     case GGML_TYPE_Q8_0: gen_small(g, b, n_blocks, 34, r); break;
+    case GGML_TYPE_IQ4_NL: gen_small(g, b, n_blocks, 18, r); break;
     case GGML_TYPE_Q4_K: gen_q4_k(g, b, n_blocks, r); break;
     case GGML_TYPE_Q6_K: gen_q6_k(g, b, n_blocks, r); break;
     case GGML_TYPE_MXFP4: gen_mxfp4(g, b, n_blocks, r); break;
-    default: break;
+    default:
+        if (sy_type_low_bit(g->type)) gen_low_bit(g, b, n_blocks, r);
+        break;
     }
 }
 
@@ -361,6 +421,16 @@ static void quant_q6_k(const float *x, uint8_t *b)
         }
 }
 
+static const int8_t IQ4NL_T[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Nearest-value IQ4_NL: the largest magnitude maps to the -127 entry. */
+static void quant_iq4_nl(const float *x, uint8_t *b)
+{
+    float d = signed_max(x, 32) / -127.0f;
+    put_f16(b, d);
+    nearest_nibbles(x, IQ4NL_T, sy_f16_to_f32(sy_f16(d)), b + 2);
+}
+
 void sy_quantize_blocks(uint32_t type, const float *x, void *dst, uint64_t n)
 {
     uint8_t *b = dst;
@@ -370,6 +440,7 @@ void sy_quantize_blocks(uint32_t type, const float *x, void *dst, uint64_t n)
     case GGML_TYPE_Q4_0: for (uint64_t i = 0; i < n / 32; i++) quant_q4_0(x + 32 * i, b + 18 * i); break;
     case GGML_TYPE_Q5_0: for (uint64_t i = 0; i < n / 32; i++) quant_q5_0(x + 32 * i, b + 22 * i); break;
     case GGML_TYPE_Q8_0: for (uint64_t i = 0; i < n / 32; i++) quant_q8_0(x + 32 * i, b + 34 * i); break;
+    case GGML_TYPE_IQ4_NL: for (uint64_t i = 0; i < n / 32; i++) quant_iq4_nl(x + 32 * i, b + 18 * i); break;
     case GGML_TYPE_Q4_K: for (uint64_t i = 0; i < n / 256; i++) quant_q4_k(x + 256 * i, b + 144 * i); break;
     case GGML_TYPE_Q6_K: for (uint64_t i = 0; i < n / 256; i++) quant_q6_k(x + 256 * i, b + 210 * i); break;
     case GGML_TYPE_MXFP4: for (uint64_t i = 0; i < n / 32; i++) quant_mxfp4(x + 32 * i, b + 17 * i); break;

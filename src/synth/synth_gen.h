@@ -57,6 +57,9 @@ float sy_f16_to_f32(uint16_t h);
 
 /* Types the generator can write. */
 bool sy_type_supported(uint32_t type);
+/* The codebook and ternary types (IQ1_S .. IQ3_S, TQ1_0, TQ2_0): written
+ * from random bits only (sy_quantize_blocks has no quantiser for them). */
+bool sy_type_low_bit(uint32_t type);
 
 /* Random blocks of one type and element scale.  The block scales a tensor
  * uses (nominal scale times 16 jitter steps in 0.75..1.25) are converted to

@@ -1,0 +1,423 @@
+/* The SIMD products of the codebook and ternary types (kq_iq.h), written
+ * once for both vector widths: iq_avx2.c includes this file with IQ_W 32
+ * (one 32-element sub-block per __m256i), iq_avx512.c with IQ_W 64 (two
+ * sub-blocks per __m512i).  Only the handful of primitives below differ
+ * per width; decoding, the integer sums and the float order are this one
+ * source.
+ *
+ * Bit-identity with the scalar definition (iq.c): per superblock the 8
+ * lane sums L_k (k = (e mod 32) / 4) are exact integers whatever
+ * instructions form them.  A maddubs of unsigned magnitudes (codebook
+ * coordinate, trit) with sign-applied activations gives int16 pairs that
+ * never saturate (largest: 2 * 62 * 127 = 15748, IQ3_XXS), and the
+ * multiply-add by the int16 odd scales 2s+1 gives int32 lanes holding the
+ * elements 4j..4j+3 of the vector, that is lane k of each sub-block;
+ * AVX-512 adds its two halves.  Then, per lane and token, the scalar
+ * path's fmaf(d, (float)L_k, acc_k) (one vfmadd on 8 lanes), and at the
+ * end kq_iq_result, the scalar path's own function.
+ *
+ * Layout of the work: rows are processed one at a time (a row is a
+ * contiguous stream, which the hardware prefetcher follows); each
+ * superblock of a row is decoded once into registers (magnitudes, sign
+ * masks, scale vectors) and used for a tile of up to IQ_TT tokens, so
+ * prefill decodes each weight once per tile.  Row chunks that fit in L2
+ * are swept once per token tile; the tile's activations stay in L1. */
+#include <immintrin.h>
+
+#include "kernels/kq_iq.h"
+
+/* the decoders and the per-type bodies: one copy per type and tile width */
+#define IQ_INLINE static inline __attribute__((always_inline))
+
+#if IQ_W == 64
+typedef __m512i V;   /* 64 elements */
+typedef __mmask64 S; /* one sign bit per element */
+#define IQ_NV 4      /* vectors per superblock */
+#define IQ_SB 2      /* sub-blocks per vector */
+#define IQ_TT 8      /* tokens per tile */
+
+static inline V v_zero(void) { return _mm512_setzero_si512(); }
+static inline V v_load(const void *p) { return _mm512_loadu_si512(p); }
+static inline V v_cat(const __m256i *c) { return _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1); }
+static inline V v_bytes(int b) { return _mm512_set1_epi8((char)b); }
+static inline S s_bits(uint64_t b) { return _cvtu64_mask64(b); }
+/* elements whose sign bit is set, negated (|a| <= 127: no wrap) */
+static inline V v_signs(V a, S s) { return _mm512_mask_sub_epi8(a, s, _mm512_setzero_si512(), a); }
+static inline V v_dot(V acc, V mag, V a, V sc) { return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(mag, a), sc); }
+static inline __m256i v_fold(V s) { return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)); }
+#else
+typedef __m256i V;
+typedef __m256i S; /* +1 / -1 per byte, for vpsignb */
+#define IQ_NV 8
+#define IQ_SB 1
+#define IQ_TT 4
+
+static inline V v_zero(void) { return _mm256_setzero_si256(); }
+static inline V v_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline V v_cat(const __m256i *c) { return c[0]; }
+static inline V v_bytes(int b) { return _mm256_set1_epi8((char)b); }
+static inline S s_bits(uint64_t b)
+{
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                         3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)(uint32_t)b), sel), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
+}
+static inline V v_signs(V a, S s) { return _mm256_sign_epi8(a, s); }
+static inline V v_dot(V acc, V mag, V a, V sc)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, a), sc));
+}
+static inline __m256i v_fold(V s) { return s; }
+#endif
+
+/* ---- one 32-element sub-block, decoded (the same code for both widths) ---- */
+
+typedef struct {
+    __m256i g;      /* magnitudes, unsigned bytes */
+    uint32_t sg;    /* sign bit per element */
+    uint32_t dsg;   /* IQ1_M: delta sign per element */
+    int16_t s0, s1; /* odd scales 2s+1 of elements 0-15, 16-31 */
+    int16_t coef;   /* IQ1_S: scale times delta sign */
+} sub32;
+
+/* 4 groups of 7 stored sign bits -> 4 bytes, the 8th bit of each making
+ * its count of minus signs even (kq_even_signs on each group). */
+static inline uint32_t even_signs4(uint32_t s28)
+{
+    uint32_t b = _pdep_u32(s28, 0x7f7f7f7fu);
+    uint32_t p = b ^ (b >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1; /* bit 0 of each byte: parity of that byte */
+    return b | (p & 0x01010101u) << 7;
+}
+
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline __m256i grid64(const uint64_t *t, int i0, int i1, int i2, int i3)
+{
+    return _mm256_set_epi64x((long long)t[i3], (long long)t[i2], (long long)t[i1], (long long)t[i0]);
+}
+
+static inline __m256i grid32(const uint32_t *t, const int *i)
+{
+    return _mm256_set_epi32((int)t[i[7]], (int)t[i[6]], (int)t[i[5]], (int)t[i[4]], (int)t[i[3]], (int)t[i[2]],
+                            (int)t[i[1]], (int)t[i[0]]);
+}
+
+/* TQ1_0 digit bytes: ((q * p mod 256) * 3) >> 8 per byte (kq_trit), with
+ * 16-bit multiplies on the even and odd bytes separately. */
+static inline __m256i trits(__m256i q, __m256i p)
+{
+    const __m256i lo8 = _mm256_set1_epi16(0x00ff), three = _mm256_set1_epi16(3);
+    __m256i ev = _mm256_and_si256(_mm256_mullo_epi16(q, p), lo8);
+    __m256i od = _mm256_mullo_epi16(_mm256_andnot_si256(lo8, q), _mm256_srli_epi16(p, 8)); /* (q*p mod 256) << 8 */
+    ev = _mm256_srli_epi16(_mm256_mullo_epi16(ev, three), 8);
+    od = _mm256_slli_epi16(_mm256_mulhi_epu16(od, three), 8);
+    return _mm256_or_si256(ev, od);
+}
+
+static inline __m256i pow_pair(int lo, int hi) /* bytes 0-15 times lo, 16-31 times hi */
+{
+    return _mm256_set_m128i(_mm_set1_epi8((char)hi), _mm_set1_epi8((char)lo));
+}
+
+/* TQ1_0 elements 32k..32k+31 (layout in docs/KERNELS.md): qs[0..31] hold
+ * digits 0-4 of elements 32n+m, qs[32..47] digits 0-4 of 160+16n+m, qh
+ * digits 0-3 of 240+4n+j. */
+static inline __m256i tq1_chunk(const uint8_t *b, int k)
+{
+    static const uint8_t POW3[5] = {1, 3, 9, 27, 81};
+    if (k < 5) return trits(_mm256_loadu_si256((const __m256i *)b), _mm256_set1_epi8((char)POW3[k]));
+    __m128i q2 = _mm_loadu_si128((const __m128i *)(b + 32));
+    if (k < 7) return trits(_mm256_set_m128i(q2, q2), pow_pair(POW3[2 * k - 10], POW3[2 * k - 9]));
+    __m128i qh = _mm_set1_epi32((int)kq_le32(b + 48));
+    __m128i ph = _mm_setr_epi8(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    return trits(_mm256_set_m128i(qh, q2), _mm256_set_m128i(ph, _mm_set1_epi8(81)));
+}
+
+/* Sub-block IB of each type's superblock B (layouts: docs/KERNELS.md). */
+IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
+{
+    uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
+    c->g = grid64(kq_iq2xxs_grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
+    c->sg = even_signs4(ss);
+    c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
+}
+
+IQ_INLINE void sub_iq2_xs(const uint8_t *b, int ib, sub32 *c)
+{
+    uint64_t x = le64(b + 2 + 8 * ib); /* 4 x (9-bit index, 7 sign bits) */
+    c->g = grid64(kq_iq2xs_grid, (int)(x & 511), (int)((x >> 16) & 511), (int)((x >> 32) & 511), (int)((x >> 48) & 511));
+    c->sg = even_signs4((uint32_t)_pext_u64(x, 0xfe00fe00fe00fe00ull));
+    c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
+}
+
+IQ_INLINE void sub_iq2_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 4 * ib;
+    int h = b[66 + ib]; /* index bits 8-9 of group l: bits 2l, 2l+1 */
+    c->g = grid64(kq_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
+                  q[3] | (h << 2 & 0x300));
+    c->sg = kq_le32(b + 34 + 4 * ib);
+    c->s0 = (int16_t)(2 * (b[74 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[74 + ib] >> 4) + 1);
+}
+
+IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 8 * ib;
+    uint32_t ss = kq_le32(b + 66 + 4 * ib);
+    int i[8];
+    for (int k = 0; k < 8; k++) i[k] = q[k];
+    c->g = grid32(kq_iq3xxs_grid, i);
+    c->sg = even_signs4(ss);
+    c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
+}
+
+IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 8 * ib;
+    int h = b[66 + ib], i[8]; /* index bit 8 of point k: bit k of qh */
+    for (int k = 0; k < 8; k++) i[k] = q[k] | ((h >> k) & 1) << 8;
+    c->g = grid32(kq_iq3s_grid, i);
+    c->sg = kq_le32(b + 74 + 4 * ib);
+    c->s0 = c->s1 = (int16_t)(2 * ((b[106 + ib / 2] >> 4 * (ib & 1)) & 15) + 1);
+}
+
+/* IQ1 grids hold -1, 0, 1: magnitudes and the sign bits of the bytes. */
+IQ_INLINE void iq1_grid(__m256i g, sub32 *c)
+{
+    c->sg = (uint32_t)_mm256_movemask_epi8(g), c->g = _mm256_abs_epi8(g);
+}
+
+IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 2 + 4 * ib;
+    int h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
+    iq1_grid(grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700), q[2] | (h << 2 & 0x700),
+                    q[3] | (h >> 1 & 0x700)), c);
+    c->s0 = c->s1 = (int16_t)(2 * ((h >> 12) & 7) + 1);
+    c->coef = (int16_t)(h & 0x8000 ? -c->s0 : c->s0);
+}
+
+IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
+{
+    const uint8_t *q = b + 4 * ib;
+    /* nibble l of h: index bits 8-10 of group l, then its delta sign */
+    int h = kq_le16(b + 32 + 2 * ib), sc = kq_le16(b + 48 + 2 * (ib / 2)) >> 6 * (ib & 1);
+    iq1_grid(grid64(kq_iq1s_grid, q[0] | (h << 8 & 0x700), q[1] | (h << 4 & 0x700), q[2] | (h & 0x700),
+                    q[3] | (h >> 4 & 0x700)), c);
+    for (int l = 0; l < 4; l++) c->dsg |= (h >> (4 * l + 3) & 1 ? 0xffu : 0u) << 8 * l;
+    c->s0 = (int16_t)(2 * (sc & 7) + 1), c->s1 = (int16_t)(2 * ((sc >> 3) & 7) + 1);
+}
+
+/* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m]. */
+static inline __m256i tq2_chunk(const uint8_t *b, int k)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b + 32 * (k / 4))), 2 * (k % 4)),
+                            _mm256_set1_epi8(3));
+}
+
+IQ_INLINE void chunk_of(uint32_t T, const uint8_t *b, int ib, sub32 *c)
+{
+    c->dsg = 0, c->coef = 0, c->sg = 0, c->s0 = c->s1 = 1;
+    switch (T) {
+    case GGML_TYPE_IQ2_XXS: sub_iq2_xxs(b, ib, c); break;
+    case GGML_TYPE_IQ2_XS: sub_iq2_xs(b, ib, c); break;
+    case GGML_TYPE_IQ2_S: sub_iq2_s(b, ib, c); break;
+    case GGML_TYPE_IQ3_XXS: sub_iq3_xxs(b, ib, c); break;
+    case GGML_TYPE_IQ3_S: sub_iq3_s(b, ib, c); break;
+    case GGML_TYPE_IQ1_S: sub_iq1_s(b, ib, c); break;
+    case GGML_TYPE_IQ1_M: sub_iq1_m(b, ib, c); break;
+    case GGML_TYPE_TQ1_0: c->g = tq1_chunk(b, ib); break; /* no signs, scale 1 */
+    default: c->g = tq2_chunk(b, ib); break;
+    }
+}
+
+/* ---- one superblock of one row, decoded for every token of a tile ---- */
+
+typedef struct {
+    V mag[IQ_NV], scl[IQ_NV];
+    S sgn[IQ_NV], dsg[IQ_NV];
+    __m256i coef; /* IQ1_S: int16 coef of sub-block i in lanes 2i, 2i+1 (pairs with bsums) */
+    float d;      /* fp16 superblock scale */
+} wdec;
+
+static inline int has_signs(uint32_t T) { return T != GGML_TYPE_TQ1_0 && T != GGML_TYPE_TQ2_0; }
+
+static inline float block_scale(uint32_t T, const uint8_t *b)
+{
+    switch (T) {
+    case GGML_TYPE_IQ1_M: return _cvtsh_ss(kq_iq1m_d(b + 48));
+    case GGML_TYPE_TQ1_0: return _cvtsh_ss(kq_le16(b + 52));
+    case GGML_TYPE_TQ2_0: return _cvtsh_ss(kq_le16(b + 64));
+    default: return _cvtsh_ss(kq_le16(b));
+    }
+}
+
+IQ_INLINE void decode(uint32_t T, const uint8_t *b, wdec *w)
+{
+    int16_t coef[16];
+#pragma GCC unroll 8
+    for (int v = 0; v < IQ_NV; v++) {
+        __m256i g[IQ_SB], sc[IQ_SB];
+        uint64_t sg = 0, dsg = 0;
+#pragma GCC unroll 2
+        for (int j = 0; j < IQ_SB; j++) {
+            int ib = v * IQ_SB + j;
+            sub32 c;
+            chunk_of(T, b, ib, &c);
+            g[j] = c.g;
+            sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
+            sg |= (uint64_t)c.sg << 32 * j;
+            dsg |= (uint64_t)c.dsg << 32 * j;
+            coef[2 * ib] = coef[2 * ib + 1] = c.coef;
+        }
+        w->mag[v] = v_cat(g), w->scl[v] = v_cat(sc);
+        if (has_signs(T)) w->sgn[v] = s_bits(sg);
+        if (T == GGML_TYPE_IQ1_M) w->dsg[v] = s_bits(dsg);
+    }
+    if (T == GGML_TYPE_IQ1_S) w->coef = _mm256_loadu_si256((const __m256i *)coef);
+    w->d = block_scale(T, b);
+}
+
+static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Accumulators of one (row, token): the scalar path's acc, acc2, acc1. */
+typedef struct {
+    __m256 acc, acc2;
+    float acc1;
+} tacc;
+
+/* One decoded superblock times one token's Q8_K block. */
+IQ_INLINE void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
+{
+    V s = v_zero(), s2 = v_zero(), av[IQ_NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < IQ_NV; v++) {
+        av[v] = v_load(a->qs + IQ_W * v);
+        s = v_dot(s, w->mag[v], has_signs(T) ? v_signs(av[v], w->sgn[v]) : av[v], w->scl[v]);
+    }
+    __m256i L = v_fold(s);
+    __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+    if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
+        L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
+    float d = w->d * a->d;
+    o->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(L), o->acc);
+    if (T == GGML_TYPE_IQ1_M) {
+#pragma GCC unroll 8
+        for (int v = 0; v < IQ_NV; v++) s2 = v_dot(s2, v_bytes(1), v_signs(av[v], w->dsg[v]), w->scl[v]);
+        o->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(v_fold(s2)), o->acc2);
+    }
+    if (T == GGML_TYPE_IQ1_S) o->acc1 = fmaf((float)hsum_i32x8(_mm256_madd_epi16(bs, w->coef)), d, o->acc1);
+}
+
+/* One row times NT tokens (xs[t]: token t's Q8_K row), results to out[t]. */
+IQ_INLINE void row_tile(uint32_t T, int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out)
+{
+    size_t bs = ggml_type_get(T)->type_size;
+    tacc o[IQ_TT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) o[t].acc = o[t].acc2 = _mm256_setzero_ps(), o[t].acc1 = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        wdec w;
+        decode(T, row + (size_t)b * bs, &w);
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) token(T, &w, xs[t] + b, &o[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        float l[8], l2[8];
+        _mm256_storeu_ps(l, o[t].acc);
+        _mm256_storeu_ps(l2, o[t].acc2);
+        out[t] = kq_iq_result(T, l, l2, o[t].acc1);
+    }
+}
+
+typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out);
+
+/* Tile widths 1, 2, 4 (and 8): each its own unrolled body. */
+#if IQ_TT == 8
+#define IQ_TILE_8(T) case 8: row_tile(T, 8, row, nb, xs, out); break;
+#else
+#define IQ_TILE_8(T)
+#endif
+#define IQ_KERNEL(NAME, T)                                                                            \
+    static void NAME(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out) \
+    {                                                                                                 \
+        switch (nt) {                                                                                 \
+        case 1: row_tile(T, 1, row, nb, xs, out); break;                                              \
+        case 2: row_tile(T, 2, row, nb, xs, out); break;                                              \
+        IQ_TILE_8(T)                                                                                  \
+        default: row_tile(T, 4, row, nb, xs, out); break;                                             \
+        }                                                                                             \
+    }
+IQ_KERNEL(k_iq1_s, GGML_TYPE_IQ1_S)
+IQ_KERNEL(k_iq1_m, GGML_TYPE_IQ1_M)
+IQ_KERNEL(k_iq2_xxs, GGML_TYPE_IQ2_XXS)
+IQ_KERNEL(k_iq2_xs, GGML_TYPE_IQ2_XS)
+IQ_KERNEL(k_iq2_s, GGML_TYPE_IQ2_S)
+IQ_KERNEL(k_iq3_xxs, GGML_TYPE_IQ3_XXS)
+IQ_KERNEL(k_iq3_s, GGML_TYPE_IQ3_S)
+IQ_KERNEL(k_tq1_0, GGML_TYPE_TQ1_0)
+IQ_KERNEL(k_tq2_0, GGML_TYPE_TQ2_0)
+
+static iq_tile_fn tile_fn(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_IQ1_S: return k_iq1_s;
+    case GGML_TYPE_IQ1_M: return k_iq1_m;
+    case GGML_TYPE_IQ2_XXS: return k_iq2_xxs;
+    case GGML_TYPE_IQ2_XS: return k_iq2_xs;
+    case GGML_TYPE_IQ2_S: return k_iq2_s;
+    case GGML_TYPE_IQ3_XXS: return k_iq3_xxs;
+    case GGML_TYPE_IQ3_S: return k_iq3_s;
+    case GGML_TYPE_TQ1_0: return k_tq1_0;
+    case GGML_TYPE_TQ2_0: return k_tq2_0;
+    default: return NULL;
+    }
+}
+
+/* The widest tile width (a power of two <= IQ_TT) that fits LEFT tokens. */
+static inline int tile_width(int64_t left)
+{
+    int nt = IQ_TT;
+    while (nt > left) nt >>= 1;
+    return nt;
+}
+
+int IQ_ROWS_FN(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    iq_tile_fn fn = tile_fn(w->type);
+    if (!fn) return 0;
+    int64_t nb = w->ne0 / QKK;
+    int64_t l2rows = (int64_t)(393216 / (w->row_bytes ? w->row_bytes : 1)); /* rows whose weights fit in L2 */
+    if (l2rows < 1) l2rows = 1;
+    for (int64_t c0 = r0; c0 < r1; c0 += l2rows) {
+        int64_t c1 = c0 + l2rows < r1 ? c0 + l2rows : r1;
+        for (int64_t t0 = 0; t0 < x->rows;) {
+            int nt = tile_width(x->rows - t0);
+            const blk_q8_K *xs[IQ_TT];
+            for (int t = 0; t < nt; t++) xs[t] = (const blk_q8_K *)((const char *)x->data + (size_t)(t0 + t) * x->row_bytes);
+            for (int64_t r = c0; r < c1; r++) {
+                float out[IQ_TT];
+                fn(nt, (const uint8_t *)w->data + (size_t)r * w->row_bytes, nb, xs, out);
+                for (int t = 0; t < nt; t++) y[(size_t)(t0 + t) * y_stride + (size_t)r] = out[t];
+            }
+            t0 += nt;
+        }
+    }
+    return 1;
+}
