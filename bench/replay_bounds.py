@@ -4,6 +4,9 @@ take, on a routing trace (shared/traces schema):
   static top-C: keep the C experts most used over the whole trace (the best
                 fixed cache, knowing the true popularity; on routing that is
                 independent from token to token no online policy beats it);
+  top-(C-K):    the same with K slots kept free: a store must hold a
+                layer's K experts while they compute, so a miss takes a
+                slot (static top-C never caches a miss);
   opt:          Belady's MIN on the trace as it is;
   opt shuffled: Belady's MIN on the same tokens in a random order (temporal
                 locality destroyed, popularity kept);
@@ -79,18 +82,20 @@ def main():
     freq = sorted(count.values(), reverse=True)
     print("%s: %d tokens, %d x %d experts" % (path, len(X), L, E))
     print("hit rates; the last columns: misses / opt's")
-    head = "%6s %6s %12s %8s %13s" % ("slots", "share", "static top-C", "opt", "opt shuffled")
+    K = d["n_expert_used"]
+    head = "%6s %6s %9s %12s %8s %13s" % ("slots", "share", "top-(C-K)", "static top-C", "opt", "opt shuffled")
     head += "".join(" %7s" % ("see %d" % k) for k in see) + " %8s" % "static/"
     head += "".join(" %7s" % ("see %d/" % k) for k in see)
     print(head)
     for pct in (10, 20, 30, 40, 50):
         c = max(1, round(L * E * pct / 100))
         st = sum(freq[:c]) / len(flat)
+        sk = sum(freq[:max(0, c - K)]) / len(flat)
         om = belady(flat, c)
         o = 1 - om / len(flat)
         s = 1 - belady(shuf, c) / len(shuf)
         fm = [foresight(toks, count, c, k) for k in see]
-        row = "%6d %5d%% %11.1f%% %7.1f%% %12.1f%%" % (c, pct, 100 * st, 100 * o, 100 * s)
+        row = "%6d %5d%% %8.1f%% %11.1f%% %7.1f%% %12.1f%%" % (c, pct, 100 * sk, 100 * st, 100 * o, 100 * s)
         row += "".join(" %6.1f%%" % (100 - 100 * m / len(flat)) for m in fm)
         row += " %7.2fx" % ((1 - st) / (1 - o)) + "".join(" %6.2fx" % (m / om) for m in fm)
         print(row)
