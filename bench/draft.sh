@@ -5,7 +5,8 @@
 # per accepted token from --stats-json.
 #
 #   bench/draft.sh [all|pair|ngram|synth]
-# env: THREADS (default 2), NGEN (tokens per prompt, default 128), OUT
+# env: THREADS (default 2), NGEN (tokens per prompt, default 128), REPS
+#      (rounds over the prompts, default 5; tok/s is the median round's), OUT
 #      (default build/bench/draft), SYNTH (the 17 GB model, default
 #      /work/synth-models/q3a3b-q4k.gguf, made with sluice synth if absent),
 #      SYNTH_MEM (default 6G)
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 BIN=${SLUICE_BIN:-build/sluice}
 THREADS=${THREADS:-2}
 NGEN=${NGEN:-128}
+REPS=${REPS:-5}
 OUT=${OUT:-build/bench/draft}
 SYNTH=${SYNTH:-/work/synth-models/q3a3b-q4k.gguf}
 SYNTH_MEM=${SYNTH_MEM:-6G}
@@ -52,38 +54,55 @@ p = json.load(sys.stdin)['memory_plan']
 print(p['total'] - p['cache'] - p['unused'] + int(p['experts'] * float(sys.argv[1])) * p['slot_bytes'])" "$2"
 }
 
-# runset LABEL MODEL PROMPTS -- ARGS: one run per prompt line; prints one summary row
+# draft_mem TARGET DRAFT: the bytes a run sets aside from --mem for the draft
+# model (it says so on stderr), so a drafted streaming run keeps the same
+# expert cache as the plain run it is compared with
+draft_mem() {
+    "$BIN" run -m "$1" --draft "$2" -n 1 -p x --mem 64G 2>&1 >/dev/null |
+        sed -n 's/.*draft model: \([0-9.]*\) MiB of the memory budget.*/\1/p' |
+        python3 -c "import sys; print(int(float(sys.stdin.read()) * 1048576) + 65536)"
+}
+
+# runset LABEL MODEL PROMPTS -- ARGS: REPS rounds of one run per prompt line;
+# prints one summary row (tok/s: the median round's)
 runset() {
     label=$1 model=$2 prompts=$3; shift 3
-    i=0
     rm -f "$OUT/$label".*.json
-    printf '%s\n' "$prompts" | while IFS= read -r p; do
-        i=$((i + 1))
-        p=$(printf '%b' "$p")
-        "$BIN" run -m "$model" -t "$THREADS" --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json \
-            --stats-json "$OUT/$label.$i.stats.json" "$@" >"$OUT/$label.$i.json" 2>"$OUT/$label.$i.err" ||
-            { echo "$label: run $i failed: $(tail -1 "$OUT/$label.$i.err")"; }
+    r=0
+    while [ $r -lt "$REPS" ]; do
+        r=$((r + 1)) i=0
+        printf '%s\n' "$prompts" | while IFS= read -r p; do
+            i=$((i + 1))
+            p=$(printf '%b' "$p") f="$OUT/$label.$r.$i"
+            "$BIN" run -m "$model" -t "$THREADS" --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json \
+                --stats-json "$f.stats.json" "$@" >"$f.out.json" 2>"$f.err" ||
+                { echo "$label: round $r run $i failed: $(tail -1 "$f.err")"; }
+        done
     done
-    python3 - "$OUT" "$label" <<'PY'
-import glob, json, sys
-out, label = sys.argv[1], sys.argv[2]
-toks = secs = prop = acc = 0
-ub = 0.0; depth = {}; kh = {}; ids = []
-for f in sorted(glob.glob(f"{out}/{label}.*.stats.json")):
-    s = json.load(open(f))
-    n = s["decode_steps"]; toks += n; secs += s["decode_s"]
-    d = s.get("draft")
-    if d:
-        prop += d["proposed"]; acc += d["accepted"]
-        ub += d["union_expert_bytes_per_accepted_token"] or 0
-        for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
-        for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
-for f in sorted(glob.glob(f"{out}/{label}.*.json")):
-    if not f.endswith(".stats.json"): ids.append(json.load(open(f))["ids"])
-n_files = max(1, len(ids))
-row = {"label": label, "tok_s": toks / secs if secs else 0, "tokens": toks, "acceptance": acc / prop if prop else None,
+    python3 - "$OUT" "$label" "$REPS" <<'PY'
+import glob, json, statistics, sys
+out, label, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rates, ids = [], []
+prop = acc = 0; ub = 0.0; depth = {}; kh = {}; n_runs = 0
+for r in range(1, reps + 1):
+    toks = secs = 0
+    for f in sorted(glob.glob(f"{out}/{label}.{r}.*.stats.json")):
+        s = json.load(open(f))
+        toks += s["decode_steps"]; secs += s["decode_s"]
+        d = s.get("draft")
+        if d and r == 1:
+            prop += d["proposed"]; acc += d["accepted"]; n_runs += 1
+            ub += d["union_expert_bytes_per_accepted_token"] or 0
+            for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
+            for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
+    if secs: rates.append(toks / secs)
+    if r == 1:
+        for f in sorted(glob.glob(f"{out}/{label}.1.*.out.json")): ids.append(json.load(open(f))["ids"])
+row = {"label": label, "tok_s": statistics.median(rates) if rates else 0, "rounds": [round(x, 1) for x in rates],
+       "tokens": toks, "acceptance": acc / prop if prop else None,
        "acceptance_by_depth": [round(sum(v) / len(v), 3) for _, v in sorted(depth.items())],
-       "k_hist": [kh[i] for i in sorted(kh)], "union_expert_MB_per_accepted_token": ub / n_files / 1e6 if prop else None}
+       "k_hist": [kh[i] for i in sorted(kh)],
+       "union_expert_MB_per_accepted_token": ub / max(1, n_runs) / 1e6 if prop else None}
 json.dump({"row": row, "ids": ids}, open(f"{out}/{label}.summary.json", "w"))
 print(json.dumps(row))
 PY
@@ -99,19 +118,20 @@ print('  ids identical to %s: %s' % (sys.argv[3], a == b))" "$OUT/$1.summary.jso
 
 if [ "$WHAT" = all ] || [ "$WHAT" = pair ]; then
     M25=$(budget "$TARGET" 0.25)
+    M25D=$((M25 + $(draft_mem "$TARGET" "$DRAFT")))
     for where in ram stream; do
-        extra=""
-        [ $where = stream ] && extra="--mem $M25"
+        extra="" dextra=""
+        [ $where = stream ] && extra="--mem $M25" dextra="--mem $M25D"
         echo "== tinymoe + tinydraft, $where ${extra:+($extra, ~25% of the experts cached)}, $THREADS threads, 8 x $NGEN tokens"
         # shellcheck disable=SC2086
         runset "pair-$where-none" "$TARGET" "$PAIR_PROMPTS" $extra
         for k in 1 2 4 8; do
             # shellcheck disable=SC2086
-            runset "pair-$where-k$k" "$TARGET" "$PAIR_PROMPTS" $extra --draft "$DRAFT" --draft-max $k
+            runset "pair-$where-k$k" "$TARGET" "$PAIR_PROMPTS" $dextra --draft "$DRAFT" --draft-max $k
             same "pair-$where-k$k" "pair-$where-none"
         done
         # shellcheck disable=SC2086
-        runset "pair-$where-adaptive" "$TARGET" "$PAIR_PROMPTS" $extra --draft "$DRAFT"
+        runset "pair-$where-adaptive" "$TARGET" "$PAIR_PROMPTS" $dextra --draft "$DRAFT"
         same "pair-$where-adaptive" "pair-$where-none"
         # shellcheck disable=SC2086
         runset "pair-$where-ngram" "$TARGET" "$PAIR_PROMPTS" $extra --draft ngram

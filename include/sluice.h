@@ -144,10 +144,12 @@ typedef struct {
     size_t n_stop;
     int ignore_eos;          /* keep generating through end-of-generation tokens */
     int32_t n_probs;         /* alternatives reported per generated token (sluice_token.top), at most 64; 0: none */
+    int logprobs;            /* fill sluice_token.logprob: a softmax over the whole vocabulary per token,
+                                a cost a fast small model feels; 0 (and n_probs 0): logprob is NaN */
 } sluice_sampling;
 
 /* llama.cpp's defaults (temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no
- * penalties, random seed), 128 tokens. */
+ * penalties, random seed), 128 tokens, logprobs on. */
 sluice_sampling sluice_sampling_default(void);
 
 /* ------------------------------------------------------------ generate */

@@ -196,7 +196,7 @@ int emitter_push_row(gen_emitter *e, int32_t id, const float *logits, int32_t n_
 {
     if (e->res->stop != GEN_RUNNING) return 1;
     if (e->cb.on_logits) e->cb.on_logits(e->cb.ud, logits, n_vocab);
-    gen_token t = {.id = id};
+    gen_token t = {.id = id, .logprob = NAN};
     logprob_buf lb;
     if (e->opts.logprobs) describe(&t, logits, n_vocab, e->opts.n_probs, &lb);
     return emitter_push_token(e, &t, err);

@@ -7,7 +7,8 @@
 #include "decode/spec.h"
 #include "util/clock.h"
 
-enum { PROBE_EVERY = 24 };   /* plain steps between probes once drafting stopped paying */
+enum { PROBE_EVERY = 24 };   /* plain steps before the first probe once drafting stopped paying */
+enum { PROBE_MAX = 1536 };   /* the longest gap between probes (each failed probe doubles it) */
 enum { PLAIN_EVERY = 16 };   /* drafted steps between plain ones that re-measure a plain step */
 static const double ACC_DECAY = 0.97; /* acceptance counts halve in about 23 verifications */
 static const double MARGIN = 1.03;    /* drafting must promise this much more than a plain step */
@@ -37,6 +38,8 @@ struct spec {
     ema t_draft;                /* seconds of proposing one token */
     double acc_kept[DRAFT_MAX], acc_tried[DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
     int32_t since_probe;        /* plain steps since the last drafted one */
+    int32_t probe_gap;          /* plain steps between probes now */
+    bool probed;                /* the last drafted step was a probe */
     int32_t since_plain;        /* drafted steps since the last plain one */
     /* union of experts per verification pass (route observer) */
     const expert_layout *layout;
@@ -53,6 +56,7 @@ int spec_create(spec **out, drafter *d, const spec_opts *o, int32_t n_vocab, sl_
     if (sp->o.k_max > DRAFT_MAX) sp->o.k_max = DRAFT_MAX;
     if (sp->o.k_min <= 0) sp->o.k_min = 1;
     sp->n_vocab = n_vocab;
+    sp->probe_gap = PROBE_EVERY;
     sp->rows = malloc(sizeof(float) * (size_t)n_vocab * (DRAFT_MAX + 1));
     if (!sp->rows) {
         free(sp);
@@ -129,6 +133,34 @@ static double verify_cost(const spec *sp, int k)
     return c > 0 ? c : mean;
 }
 
+/* Whether drafting could beat a plain step even if every draft were kept.
+ * The costs are measured and move slowly; acceptance is what a probe
+ * would learn.  A draft as slow as the target (a small model beside a
+ * small MoE in RAM) fails this, and probing it would only cost: each
+ * probe first runs the draft over every token since the last one. */
+static bool could_pay(const spec *sp, int kmax)
+{
+    if (!sp->t_draft.n || !sp->t_plain.n) return true;
+    for (int k = 1; k <= kmax; k++)
+        if ((k + 1) / (verify_cost(sp, k) + k * sp->t_draft.v) > MARGIN / sp->t_plain.v) return true;
+    return false;
+}
+
+/* Once drafting stopped paying, a short draft now and then re-measures
+ * acceptance; a probe that changes nothing doubles the wait for the next. */
+static int probe_k(spec *sp, int kmax)
+{
+    if (sp->probed) { /* the last probe did not bring drafting back */
+        sp->probed = false;
+        sp->probe_gap = sp->probe_gap * 2 > PROBE_MAX ? PROBE_MAX : sp->probe_gap * 2;
+    }
+    if (++sp->since_probe < sp->probe_gap || !could_pay(sp, kmax)) return 0;
+    sp->since_probe = 0;
+    sp->probed = true;
+    int k = sp->o.k_min > 2 ? sp->o.k_min : 2;
+    return k > kmax ? kmax : k;
+}
+
 /* The K with the most expected tokens per second (0: a plain step). */
 static int choose_k(spec *sp, int room)
 {
@@ -149,14 +181,10 @@ static int choose_k(spec *sp, int room)
         double r = t > 0 ? expected_tokens(sp, k) / t : 0;
         if (r > best * (bk ? 1 : MARGIN)) best = r, bk = k;
     }
-    if (bk == 0 && ++sp->since_probe >= PROBE_EVERY) { /* re-probe with a short draft */
-        sp->since_probe = 0;
-        bk = sp->o.k_min > 2 ? sp->o.k_min : 2;
-        if (bk > kmax) bk = kmax;
-    }
-    if (bk) sp->since_probe = 0;
+    if (bk == 0) return probe_k(sp, kmax);
+    sp->since_probe = 0, sp->probed = false, sp->probe_gap = PROBE_EVERY;
     /* a plain step now and then keeps its measured cost current */
-    if (bk && ++sp->since_plain >= PLAIN_EVERY) sp->since_plain = 0, bk = 0;
+    if (++sp->since_plain >= PLAIN_EVERY) sp->since_plain = 0, bk = 0;
     return bk;
 }
 

@@ -418,7 +418,7 @@ sluice_sampling sluice_sampling_default(void)
     return (sluice_sampling){.temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
                              .repeat_penalty = d.repeat_penalty, .repeat_last_n = d.repeat_last_n,
                              .presence_penalty = d.presence_penalty, .frequency_penalty = d.frequency_penalty,
-                             .seed = SLUICE_SEED_RANDOM, .n_predict = 128};
+                             .seed = SLUICE_SEED_RANDOM, .n_predict = 128, .logprobs = 1};
 }
 
 static uint32_t os_seed(void)
@@ -641,7 +641,8 @@ static int run_generation(sluice *s, const sluice_sampling *sp, const sluice_cal
     sampler_accept_prompt(smp, s->seq.toks, s->seq.n);
     relay r = {s, cb, text_fn, text_user};
     gen_opts go = {.n_predict = sp->n_predict, .ignore_eog = sp->ignore_eos, .stops = sp->stop,
-                   .n_stops = sp->stop ? sp->n_stop : 0, .logprobs = cb && cb->on_token, .n_probs = sp->n_probs};
+                   .n_stops = sp->stop ? sp->n_stop : 0, .logprobs = cb && cb->on_token && (sp->logprobs || sp->n_probs > 0),
+                   .n_probs = sp->n_probs};
     gen_callbacks gc = {&r, relay_prompt, relay_token, relay_text, NULL};
     gen_result g = {0};
     sl_err e;

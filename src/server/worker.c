@@ -465,6 +465,7 @@ static sluice_sampling sampling_of(const srv_request *r, const char **stops, siz
     sp.ignore_eos = r->ignore_eos;
     sp.stop = stops, sp.n_stop = n_stops;
     sp.n_probs = r->logprobs ? (r->top_logprobs ? r->top_logprobs : 1) : 0;
+    sp.logprobs = r->logprobs; /* the softmax per token is 20% of tinymoe's decode step */
     if (r->json_schema) sp.json_schema = r->json_schema;
     else if (r->json_object) sp.json_schema = "{\"type\": \"object\"}";
     return sp;
