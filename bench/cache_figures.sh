@@ -63,10 +63,14 @@ PY
 
 if [ "$WHAT" != big ]; then
     echo "== 0. prefetch admission on $TINY at 30% of the experts (tg${TNGEN:-64} x ${TREPS:-3} texts; tg16 at 3 MB/s)"
-    tmem=$("$BIN" inspect "$TINY" --json --mem 4G 2>/dev/null | python3 -c '
+    # the budget that leaves 30% of the experts cached, planned as bench
+    # plans it (context = N + 128 tokens, -t threads)
+    tiny_mem() {
+        "$BIN" inspect "$TINY" --json --mem 4G -c $(($1 + 128)) -t "$T" 2>/dev/null | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["memory_plan"]
-print(p["total"] - p["cache"] - p["unused"] + round(0.3 * p["experts"]) * p["slot_bytes"])')
+print(p["total"] - p["cache"] - p["unused"] + round(0.3 * p["experts"]) * p["slot_bytes"])'
+    }
     for rate in 100M 30M 3M free; do
         args=""
         for cfg in "cost:--prefetch-admit cost" "rank:--prefetch-admit rank" "off:--prefetch-admit off" \
@@ -75,6 +79,7 @@ print(p["total"] - p["cache"] - p["unused"] + round(0.3 * p["experts"]) * p["slo
             thr="" n=${TNGEN:-64}
             [ "$rate" = free ] || thr="--throttle $rate --throttle-sim"
             [ "$rate" = 3M ] && n=16
+            tmem=$(tiny_mem "$n")
             # shellcheck disable=SC2086
             "$BIN" bench -m "$TINY" --mem "$tmem" -p 0 -n "$n" -r "${TREPS:-3}" -t "$T" --no-probe $thr $flags \
                 --json-out "$OUT/admit-$rate-$label.json" >"$OUT/admit-$rate-$label.txt" 2>&1 ||

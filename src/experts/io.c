@@ -112,10 +112,10 @@ static void meter_start(dev_meter *m, const io_req *r, int inflight, int infligh
     m->c.demand_behind_prefetch += inflight_prefetch > 0;
 }
 
-/* A read left the device, which now has INFLIGHT reads. */
-static void meter_stop(dev_meter *m, int inflight)
+/* A read left the device at time T, which now has INFLIGHT reads. */
+static void meter_stop(dev_meter *m, int inflight, double t)
 {
-    if (!inflight) m->c.busy_s += sl_now() - m->since;
+    if (!inflight) m->c.busy_s += (t > m->since ? t : m->since) - m->since;
 }
 
 static void meter_get(const dev_meter *m, int inflight, io_counters *out)
@@ -137,7 +137,15 @@ typedef struct {
     uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
     uint8_t *tries; /* [depth] transient failures in a row */
     int *free_slot, n_free;
-    dev_meter meter; /* a read leaves the device when reaped: the caller reaps often (store.c) */
+    /* io_uring does not say when a read landed, only that it had by the
+     * time it is reaped.  One reaped by poll landed after the last poll
+     * that found nothing (the store polls after every expert's compute),
+     * so a read landing during compute with no call in between (attention)
+     * is not counted busy until the next poll (uring_landed).  One reaped
+     * by wait landed just now. */
+    dev_meter meter;
+    double last_empty;  /* when a poll last found no completion */
+    bool polling;       /* uring_take called from poll */
 } uring_io;
 
 /* Demand first; a prefetch only while the device has no demand read. */
@@ -212,6 +220,15 @@ static int uring_again(uring_io *u, int i, int64_t res)
     return io_uring_submit(&u->ring) >= 0;
 }
 
+/* When the read just reaped landed (see uring_io.meter): by wait, now; by
+ * poll, between the last empty poll (or the busy stretch's start, if
+ * later) and now: the midpoint. */
+static double uring_landed(const uring_io *u)
+{
+    double now = sl_now(), lo = u->last_empty > u->meter.since ? u->last_empty : u->meter.since;
+    return u->polling ? (lo + now) / 2 : now;
+}
+
 /* Takes completion CQE: hands it out (returns 0, *D set) and refills the
  * ring, or reads the rest of a short or interrupted read (returns 1). */
 static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err *err)
@@ -231,7 +248,7 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err 
     u->inflight--;
     u->inflight_prefetch -= u->slot[i].prio != 0;
     u->free_slot[u->n_free++] = i;
-    meter_stop(&u->meter, u->inflight);
+    meter_stop(&u->meter, u->inflight, uring_landed(u));
     return uring_fill(u, err);
 }
 
@@ -255,8 +272,14 @@ static int uring_poll(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     struct io_uring_cqe *cqe;
-    if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
+    if (!u->inflight) return 0;
+    if (io_uring_peek_cqe(&u->ring, &cqe) != 0) {
+        u->last_empty = sl_now();
+        return 0;
+    }
+    u->polling = true;
     int rc = uring_take(u, cqe, d, err);
+    u->polling = false;
     return rc == 1 ? 0 : rc ? -1 : 1; /* 1 from take: the rest is being read */
 }
 
@@ -406,7 +429,7 @@ static void *pread_worker(void *arg)
         pthread_mutex_lock(&p->mu);
         p->busy--;
         p->busy_prefetch -= r.prio != 0;
-        meter_stop(&p->meter, p->busy);
+        meter_stop(&p->meter, p->busy, sl_now());
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         /* submit reserved its place: a completion is never dropped */
         p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res};
