@@ -227,6 +227,43 @@ static void want_gpt_oss(want_list *w, const synth_shape *s, int64_t n_vocab)
     }
 }
 
+/* llama-model.cpp LLM_ARCH_GLM4_MOE (no MTP layer): q/k/v biases, q/k norms
+ * optional, post_attention_norm, the dense lead layers, then experts with
+ * exp_probs_b and the shared expert (n_ff_exp x expert_shared_count) */
+static void want_glm(want_list *w, const synth_shape *s, int64_t n_vocab)
+{
+    int64_t E = s->n_embd, q = (int64_t)s->n_head * s->head_dim, kv = (int64_t)s->n_head_kv * s->head_dim;
+    int64_t sh = (int64_t)s->n_ff_exp * s->n_expert_shared;
+    want(w, -1, "token_embd.weight", 2, E, n_vocab, 1);
+    want(w, -1, "output_norm.weight", 1, E, 1, 1);
+    want(w, -1, "output.weight", 2, E, n_vocab, 1);
+    for (int i = 0; i < (int)s->n_layer; i++) {
+        want(w, i, "attn_norm.weight", 1, E, 1, 1);
+        want(w, i, "attn_q.weight", 2, E, q, 1);
+        want(w, i, "attn_k.weight", 2, E, kv, 1);
+        want(w, i, "attn_v.weight", 2, E, kv, 1);
+        want(w, i, "attn_q.bias", 1, q, 1, 1);
+        want(w, i, "attn_k.bias", 1, kv, 1, 1);
+        want(w, i, "attn_v.bias", 1, kv, 1, 1);
+        want(w, i, "attn_output.weight", 2, q, E, 1);
+        want(w, i, "post_attention_norm.weight", 1, E, 1, 1);
+        if (i < (int)s->n_dense_lead) {
+            want(w, i, "ffn_gate.weight", 2, E, s->n_ff, 1);
+            want(w, i, "ffn_down.weight", 2, s->n_ff, E, 1);
+            want(w, i, "ffn_up.weight", 2, E, s->n_ff, 1);
+            continue;
+        }
+        want(w, i, "ffn_gate_inp.weight", 2, E, s->n_expert, 1);
+        want(w, i, "exp_probs_b.bias", 1, s->n_expert, 1, 1);
+        want(w, i, "ffn_gate_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_down_exps.weight", 3, s->n_ff_exp, E, s->n_expert);
+        want(w, i, "ffn_up_exps.weight", 3, E, s->n_ff_exp, s->n_expert);
+        want(w, i, "ffn_gate_shexp.weight", 2, E, sh, 1);
+        want(w, i, "ffn_down_shexp.weight", 2, sh, E, 1);
+        want(w, i, "ffn_up_shexp.weight", 2, E, sh, 1);
+    }
+}
+
 static void want_for(want_list *w, const synth_shape *s, int64_t n_vocab)
 {
     w->n = 0;
@@ -237,6 +274,7 @@ static void want_for(want_list *w, const synth_shape *s, int64_t n_vocab)
     if (s->family == SYNTH_QWEN3MOE) want_qwen3moe(w, s, n_vocab);
     else if (s->family == SYNTH_KIMI_LINEAR) want_kimi(w, s, n_vocab);
     else if (s->family == SYNTH_QWEN35MOE) want_qwen35(w, s, n_vocab);
+    else if (s->family == SYNTH_GLM4MOE) want_glm(w, s, n_vocab);
     else want_deepseek2(w, s, n_vocab);
 }
 
@@ -308,6 +346,10 @@ static const char *const TINY_QWEN35[] = {
 static const char *const TINY_GPT_OSS[] = {"n_layer", "3", "n_expert", "8", "n_expert_used", "2", "n_embd", "256",
                                            "n_head", "4", "n_head_kv", "2", "head_dim", "64", "n_ff_exp", "256",
                                            "n_swa", "8", NULL};
+
+static const char *const TINY_GLM[] = {"n_layer", "3", "n_expert", "8", "n_expert_used", "2", "n_embd", "256",
+                                       "n_head", "4", "n_head_kv", "2", "head_dim", "64", "n_rot", "32",
+                                       "n_ff", "512", "n_ff_exp", "128", NULL};
 
 /* ---- checks on a plan ---- */
 
@@ -785,6 +827,10 @@ int main(void)
                     NULL, GGML_TYPE_Q8_0);
     tiny_model("synth tiny gpt-oss (mxfp4 experts, q8_0, skew 1)", "gpt-oss-120b", TINY_GPT_OSS, GGML_TYPE_Q8_0, 1.0);
     tiny_model("synth tiny gpt-oss --type mxfp4 (the rest q8_0)", "gpt-oss-120b", TINY_GPT_OSS, GGML_TYPE_MXFP4, 0);
+    real_shape_plan("glm-4.5-air", "synth plan: glm-4.5-air real shape = llama.cpp glm4moe tensors", NULL,
+                    GGML_TYPE_Q4_K);
+    tiny_model("synth tiny glm4moe q8_0 (skew 1)", "glm-4.5-air", TINY_GLM, GGML_TYPE_Q8_0, 1.0);
+    tiny_model("synth tiny glm4moe q4_K (fallbacks)", "glm-4.5-air", TINY_GLM, GGML_TYPE_Q4_K, 0);
     determinism();
     static const char *const q64[] = {"n_layer", "2", "n_expert", "64", "n_embd", "256", "n_head", "4",
                                       "n_head_kv", "2", "head_dim", "64", "n_ff_exp", "32", NULL};

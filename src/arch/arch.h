@@ -197,6 +197,8 @@ const char *arch_key(const sl_model *m, const char *suffix, char *buf, size_t ca
 int key_u32(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
 int key_f32(const sl_model *m, const char *suffix, float *out, bool required, sl_err *err);
 int key_bool(const sl_model *m, const char *suffix, bool *out, bool required, sl_err *err);
+/* An error naming "<arch>.<suffix>" unless lo <= v <= hi. */
+int key_in_range(const sl_model *m, const char *suffix, int32_t v, int32_t lo, int32_t hi, sl_err *err);
 /* Key that may be a scalar or a per-layer array; arrays must be uniform. */
 int key_u32_or_arr(const sl_model *m, const char *suffix, int32_t *out, bool required, sl_err *err);
 
@@ -247,6 +249,15 @@ int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, 
  * n_expert} or separate; gate optional unless GATE_REQUIRED) and down. */
 int bind_expert_ffn(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, sl_err *err);
 int bind_qwen3_attn(sl_model *m, layer_w *L, int il, sl_err *err);
+/* A dense SwiGLU FFN of n_ff (ffn_gate / ffn_down / ffn_up, no biases). */
+int bind_dense_ffn(sl_model *m, layer_w *L, int il, sl_err *err);
+/* The DeepSeek-style MoE block: router, the selection bias exp_probs_b
+ * (BIAS_FLAGS: 0 required or T_OPTIONAL), routed gate / up / down of N_FF
+ * and the shared expert of N_FF_SH. */
+int bind_shared_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, int64_t n_ff_sh, int bias_flags, sl_err *err);
+/* An error when layer IL has a fused ffn_gate_up_exps (for architectures
+ * whose llama.cpp loader takes separate gate and up only). */
+int refuse_fused_experts(const sl_model *m, int il, sl_err *err);
 
 /* ---- per-architecture tables ---- */
 extern const arch_ops arch_llama, arch_qwen3, arch_qwen3moe, arch_deepseek2, arch_kimi_linear, arch_qwen35moe,

@@ -95,6 +95,23 @@ static void tree_rows(float *out, const float *lanes, int n)
  * online softmax with libm expf, the f16 value accumulator rescaled on
  * every new maximum, the sum updated with a fused multiply-add (as GCC
  * contracts it in ggml-cpu). */
+void attn_flash_step(const attn_simd *ops, const uint16_t *k, const uint16_t *v, const uint16_t *q16, int dk, int dv,
+                     float scale, uint16_t *acc, float *S, float *M)
+{
+    float s = ops->dot_f16(k, q16, dk) * scale;
+    float ms = 1.0f, vs = 1.0f;
+    if (s > *M) {
+        float mold = *M;
+        *M = s;
+        ms = expf(mold - *M);
+        ops->scale_f16(acc, ms, dv);
+    } else {
+        vs = expf(s - *M);
+    }
+    ops->mad_f16(acc, v, vs, dv);
+    *S = fmaf(*S, ms, vs);
+}
+
 void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride,
                         const uint16_t *q16, int dk, int dv, int n, float scale, float *out, uint16_t *acc,
                         float *work)
@@ -102,20 +119,8 @@ void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride
     (void)work;
     memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
     float S = 0.0f, M = -INFINITY;
-    for (int p = 0; p < n; p++) {
-        float s = ops->dot_f16(k + (size_t)p * k_stride, q16, dk) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-            float mold = M;
-            M = s;
-            ms = expf(mold - M);
-            ops->scale_f16(acc, ms, dv);
-        } else {
-            vs = expf(s - M);
-        }
-        ops->mad_f16(acc, v + (size_t)p * v_stride, vs, dv);
-        S = fmaf(S, ms, vs);
-    }
+    for (int p = 0; p < n; p++)
+        attn_flash_step(ops, k + (size_t)p * k_stride, v + (size_t)p * v_stride, q16, dk, dv, scale, acc, &S, &M);
     float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]) * inv;
 }

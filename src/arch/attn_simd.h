@@ -53,6 +53,11 @@ const attn_simd *attn_simd_for(sl_isa isa);
 /* The scalar helpers the ISA files share for tails and fallbacks. */
 float attn_tree16(const float *l);
 float attn_dot_f32_tail(const float *x, const float *y, int np, int n, float sum);
+/* One position of the one-row flash loop: the score of key K against Q16,
+ * a new maximum *M rescaling the f16 accumulator ACC[dv], value V added
+ * with weight exp(score - *M), *S updated (swa.c walks a ring with it). */
+void attn_flash_step(const attn_simd *ops, const uint16_t *k, const uint16_t *v, const uint16_t *q16, int dk, int dv,
+                     float scale, uint16_t *acc, float *S, float *M);
 /* The flash loop written with the primitives of OPS. */
 void attn_flash_generic(const attn_simd *ops, const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride,
                         const uint16_t *q16, int dk, int dv, int n, float scale, float *out, uint16_t *acc,

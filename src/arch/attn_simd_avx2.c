@@ -178,67 +178,17 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
     }
 }
 
-/* The tiled kernel as in attn_simd_avx512.c with 8-lane registers. */
-static void tiled(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
-                  size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
-                  float *work)
-{
-    if (dv % 16) {
-        attn_tiled_generic(k, k_stride, v, v_stride, q, q_stride, rows, n0, dk, dv, scale, out, out_stride, work);
-        return;
-    }
-    float *kt = work, *acc = kt + (size_t)ATTN_TILE * dk, *sc = acc + (size_t)rows * dv, *S = sc + ATTN_TILE,
-          *M = S + ATTN_TILE;
-    memset(acc, 0, sizeof(float) * (size_t)rows * dv);
-    for (int r = 0; r < rows; r++) S[r] = 0.0f, M[r] = -INFINITY;
-    int n_all = n0 + rows - 1;
-    __m256 vscale = _mm256_set1_ps(scale);
-    for (int c0 = 0; c0 < n_all; c0 += ATTN_TILE) {
-        int nt = n_all - c0 < ATTN_TILE ? n_all - c0 : ATTN_TILE;
-        for (int j = 0; j < ATTN_TILE; j++) {
-            const uint16_t *kp = k + (size_t)(c0 + j) * k_stride;
-            if (j >= nt) {
-                for (int d = 0; d < dk; d++) kt[(size_t)d * ATTN_TILE + j] = 0.0f;
-                continue;
-            }
-            int d = 0;
-            for (; d + 8 <= dk; d += 8) {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, ld8h(kp + d));
-                for (int l = 0; l < 8; l++) kt[(size_t)(d + l) * ATTN_TILE + j] = tmp[l];
-            }
-            for (; d < dk; d++) kt[(size_t)d * ATTN_TILE + j] = _cvtsh_ss(kp[d]);
-        }
-        for (int r = 0; r < rows; r++) {
-            int n = n0 + r;
-            if (c0 >= n) continue;
-            int ntr = n - c0 < ATTN_TILE ? n - c0 : ATTN_TILE;
-            const float *qr = q + (size_t)r * q_stride;
-            __m256 a[8];
-            for (int b = 0; b < 8; b++) a[b] = _mm256_setzero_ps();
-            for (int d = 0; d < dk; d++) {
-                const float *kd = kt + (size_t)d * ATTN_TILE;
-                __m256 qd = _mm256_set1_ps(qr[d]);
-                for (int b = 0; b < 8; b++) a[b] = _mm256_fmadd_ps(_mm256_loadu_ps(kd + 8 * b), qd, a[b]);
-            }
-            for (int b = 0; b < 8; b++) _mm256_storeu_ps(sc + 8 * b, _mm256_mul_ps(a[b], vscale));
-            for (int j = ntr; j < ATTN_TILE; j++) sc[j] = -INFINITY;
-            float *ar = acc + (size_t)r * dv;
-            attn_tile_softmax(sc, ar, dv, &S[r], &M[r]);
-            for (int j = 0; j < ntr; j++) {
-                const uint16_t *vp = v + (size_t)(c0 + j) * v_stride;
-                __m256 p = _mm256_set1_ps(sc[j]);
-                for (int d = 0; d < dv; d += 8)
-                    _mm256_storeu_ps(ar + d, _mm256_fmadd_ps(ld8h(vp + d), p, _mm256_loadu_ps(ar + d)));
-            }
-        }
-    }
-    for (int r = 0; r < rows; r++) {
-        __m256 inv = _mm256_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
-        float *o = out + (size_t)r * out_stride, *ar = acc + (size_t)r * dv;
-        for (int d = 0; d < dv; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(ar + d), inv));
-    }
-}
+/* the tiled flash kernel, 8 lanes (attn_tiled_simd.h) */
+#define VT __m256
+#define VW 8
+#define VZERO() _mm256_setzero_ps()
+#define VSET1(x) _mm256_set1_ps(x)
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VLDH(p) ld8h(p)
+#include "arch/attn_tiled_simd.h"
 
 static const attn_simd avx2 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,

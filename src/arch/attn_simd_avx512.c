@@ -215,77 +215,17 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
     }
 }
 
-/* The tiled kernel (attn_simd.h) for ROWS rows of one head: each tile of
- * keys is converted and transposed once (cell j of dimension d at
- * kt[d * ATTN_TILE + j], as ggml packs it) and serves every row; a row's
- * 64 scores are 4 registers of fused multiply-add chains over d, its
- * values are added 16 dimensions at a time, as attn_tiled_generic does
- * per element. */
-static void tiled(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
-                  size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
-                  float *work)
-{
-    if (dv % 16) {
-        attn_tiled_generic(k, k_stride, v, v_stride, q, q_stride, rows, n0, dk, dv, scale, out, out_stride, work);
-        return;
-    }
-    float *kt = work, *acc = kt + (size_t)ATTN_TILE * dk, *sc = acc + (size_t)rows * dv, *S = sc + ATTN_TILE,
-          *M = S + ATTN_TILE;
-    memset(acc, 0, sizeof(float) * (size_t)rows * dv);
-    for (int r = 0; r < rows; r++) S[r] = 0.0f, M[r] = -INFINITY;
-    int n_all = n0 + rows - 1;
-    __m512 vscale = _mm512_set1_ps(scale);
-    for (int c0 = 0; c0 < n_all; c0 += ATTN_TILE) {
-        int nt = n_all - c0 < ATTN_TILE ? n_all - c0 : ATTN_TILE;
-        for (int j = 0; j < ATTN_TILE; j++) {
-            const uint16_t *kp = k + (size_t)(c0 + j) * k_stride;
-            if (j >= nt) {
-                for (int d = 0; d < dk; d++) kt[(size_t)d * ATTN_TILE + j] = 0.0f;
-                continue;
-            }
-            int d = 0;
-            for (; d + 16 <= dk; d += 16) {
-                float tmp[16];
-                _mm512_storeu_ps(tmp, ld16h(kp + d));
-                for (int l = 0; l < 16; l++) kt[(size_t)(d + l) * ATTN_TILE + j] = tmp[l];
-            }
-            for (; d < dk; d++) kt[(size_t)d * ATTN_TILE + j] = _cvtsh_ss(kp[d]);
-        }
-        for (int r = 0; r < rows; r++) {
-            int n = n0 + r;
-            if (c0 >= n) continue; /* a tile this row does not see */
-            int ntr = n - c0 < ATTN_TILE ? n - c0 : ATTN_TILE;
-            const float *qr = q + (size_t)r * q_stride;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < dk; d++) {
-                const float *kd = kt + (size_t)d * ATTN_TILE;
-                __m512 qd = _mm512_set1_ps(qr[d]);
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(kd), qd, a0);
-                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(kd + 16), qd, a1);
-                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(kd + 32), qd, a2);
-                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(kd + 48), qd, a3);
-            }
-            _mm512_storeu_ps(sc, _mm512_mul_ps(a0, vscale));
-            _mm512_storeu_ps(sc + 16, _mm512_mul_ps(a1, vscale));
-            _mm512_storeu_ps(sc + 32, _mm512_mul_ps(a2, vscale));
-            _mm512_storeu_ps(sc + 48, _mm512_mul_ps(a3, vscale));
-            for (int j = ntr; j < ATTN_TILE; j++) sc[j] = -INFINITY;
-            float *ar = acc + (size_t)r * dv;
-            attn_tile_softmax(sc, ar, dv, &S[r], &M[r]);
-            for (int j = 0; j < ntr; j++) {
-                const uint16_t *vp = v + (size_t)(c0 + j) * v_stride;
-                __m512 p = _mm512_set1_ps(sc[j]);
-                for (int d = 0; d < dv; d += 16)
-                    _mm512_storeu_ps(ar + d, _mm512_fmadd_ps(ld16h(vp + d), p, _mm512_loadu_ps(ar + d)));
-            }
-        }
-    }
-    for (int r = 0; r < rows; r++) {
-        __m512 inv = _mm512_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
-        float *o = out + (size_t)r * out_stride, *ar = acc + (size_t)r * dv;
-        for (int d = 0; d < dv; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(ar + d), inv));
-    }
-}
+/* the tiled flash kernel, 16 lanes (attn_tiled_simd.h) */
+#define VT __m512
+#define VW 16
+#define VZERO() _mm512_setzero_ps()
+#define VSET1(x) _mm512_set1_ps(x)
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VLDH(p) ld16h(p)
+#include "arch/attn_tiled_simd.h"
 
 static const attn_simd avx512 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,

@@ -114,23 +114,8 @@ static int ds2_attn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 static int ds2_ffn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    int64_t d = hp->n_embd, ff = hp->n_ff, fe = hp->n_ff_exp, fs = hp->n_ff_exp * hp->n_expert_shared;
-    if (il < hp->n_layer_dense_lead)
-        return bind_mat(m, &L->ffn_gate, il, "ffn_gate.weight", d, ff, 0, err) ||
-                       bind_mat(m, &L->ffn_down, il, "ffn_down.weight", ff, d, 0, err) ||
-                       bind_mat(m, &L->ffn_up, il, "ffn_up.weight", d, ff, 0, err)
-                   ? -1
-                   : 0;
-    L->moe = true;
-    if (bind_mat(m, &L->router, il, "ffn_gate_inp.weight", d, hp->n_expert, 0, err) ||
-        bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, T_OPTIONAL, err) ||
-        bind_expert_ffn(m, L, il, fe, true, err))
-        return -1;
-    if (bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", d, fs, 0, err) ||
-        bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", fs, d, 0, err) ||
-        bind_mat(m, &L->sh_up, il, "ffn_up_shexp.weight", d, fs, 0, err))
-        return -1;
-    return 0;
+    if (il < hp->n_layer_dense_lead) return bind_dense_ffn(m, L, il, err);
+    return bind_shared_moe(m, L, il, hp->n_ff_exp, hp->n_ff_exp * hp->n_expert_shared, T_OPTIONAL, err);
 }
 
 static int ds2_tensors(sl_model *m, sl_err *err)

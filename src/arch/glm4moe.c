@@ -10,20 +10,10 @@
  * post_attention_norm.  The last nextn_predict_layers blocks are the MTP
  * layers (GLM-4.5-Air: 1 of 47); llama.cpp loads them but never runs them,
  * and neither does sluice (their tensors are not read). */
-#include <stdio.h>
 
 #include "arch/arch.h"
 #include "arch/attn.h"
 #include "arch/block.h"
-
-static int glm_range(const sl_model *m, const char *suffix, int32_t v, int32_t lo, int32_t hi, sl_err *err)
-{
-    char key[160];
-    if (v < lo || v > hi)
-        return sl_errf(err, "%s: '%s' = %d is out of range [%d, %d]", m->g->path, arch_key(m, suffix, key, sizeof key),
-                       v, lo, hi);
-    return 0;
-}
 
 /* Optional rope.dimension_sections: MROPE when the first two are set (as
  * llama.cpp's use_mrope decides), else NEOX. */
@@ -69,7 +59,7 @@ static int glm_hparams(sl_model *m, sl_err *err)
         key_bool(m, "expert_weights_norm", &hp->expert_weights_norm, false, err) ||
         key_u32(m, "expert_gating_func", &gating, false, err) || glm_gating(m, gating, err) ||
         key_u32(m, "nextn_predict_layers", &nextn, false, err) ||
-        glm_range(m, "nextn_predict_layers", nextn, 0, hp->n_layer - 1, err))
+        key_in_range(m, "nextn_predict_layers", nextn, 0, hp->n_layer - 1, err))
         return -1;
     if (hp->n_expert == 0 || hp->n_expert_used == 0)
         return sl_errf(err, "%s: glm4moe needs experts ('%s' and expert_used_count > 0)", m->g->path,
@@ -103,24 +93,11 @@ static int glm_attn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 static int glm_ffn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    int64_t e = hp->n_embd, ff = hp->n_ff, fs = (int64_t)hp->n_ff_exp * hp->n_expert_shared;
-    if (il < hp->n_layer_dense_lead)
-        return bind_mat(m, &L->ffn_gate, il, "ffn_gate.weight", e, ff, 0, err) ||
-                       bind_mat(m, &L->ffn_down, il, "ffn_down.weight", ff, e, 0, err) ||
-                       bind_mat(m, &L->ffn_up, il, "ffn_up.weight", e, ff, 0, err)
-                   ? -1
-                   : 0;
-    char name[64];
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    if (gguf_find_tensor(m->g, name)) /* llama.cpp's glm4moe loader takes separate gate and up only */
-        return sl_errf(err, "%s: fused expert tensor '%s' is not supported for glm4moe", m->g->path, name);
-    if (bind_moe(m, L, il, hp->n_ff_exp, true, err) ||
-        bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, 0, err) ||
-        bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", e, fs, 0, err) ||
-        bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", fs, e, 0, err) ||
-        bind_mat(m, &L->sh_up, il, "ffn_up_shexp.weight", e, fs, 0, err))
-        return -1;
-    return 0;
+    if (il < hp->n_layer_dense_lead) return bind_dense_ffn(m, L, il, err);
+    return refuse_fused_experts(m, il, err) ||
+                   bind_shared_moe(m, L, il, hp->n_ff_exp, (int64_t)hp->n_ff_exp * hp->n_expert_shared, 0, err)
+               ? -1
+               : 0;
 }
 
 static int glm_tensors(sl_model *m, sl_err *err)

@@ -103,26 +103,10 @@ static int mla_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 static int ffn_tensors(sl_model *m, layer_w *L, int il, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    int64_t e = hp->n_embd, ff = hp->n_ff, fe = hp->n_ff_exp;
-    int64_t fs = fe * (hp->n_expert_shared > 0 ? hp->n_expert_shared : 1);
-    if (bind_vec(m, &L->ffn_norm, il, "ffn_norm.weight", e, 0, err)) return -1;
-    if (il < hp->n_layer_dense_lead)
-        return bind_mat(m, &L->ffn_gate, il, "ffn_gate.weight", e, ff, 0, err) ||
-                       bind_mat(m, &L->ffn_down, il, "ffn_down.weight", ff, e, 0, err) ||
-                       bind_mat(m, &L->ffn_up, il, "ffn_up.weight", e, ff, 0, err)
-                   ? -1
-                   : 0;
-    char name[64];
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    if (gguf_find_tensor(m->g, name)) /* llama.cpp's kimi-linear loader takes separate gate and up only */
-        return sl_errf(err, "%s: fused expert tensor '%s' is not supported for kimi-linear", m->g->path, name);
-    if (bind_moe(m, L, il, fe, true, err) ||
-        bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, 0, err) ||
-        bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", e, fs, 0, err) ||
-        bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", fs, e, 0, err) ||
-        bind_mat(m, &L->sh_up, il, "ffn_up_shexp.weight", e, fs, 0, err))
-        return -1;
-    return 0;
+    int64_t fe = hp->n_ff_exp, fs = fe * (hp->n_expert_shared > 0 ? hp->n_expert_shared : 1);
+    if (bind_vec(m, &L->ffn_norm, il, "ffn_norm.weight", hp->n_embd, 0, err)) return -1;
+    if (il < hp->n_layer_dense_lead) return bind_dense_ffn(m, L, il, err);
+    return refuse_fused_experts(m, il, err) || bind_shared_moe(m, L, il, fe, fs, 0, err) ? -1 : 0;
 }
 
 static int kimi_tensors(sl_model *m, sl_err *err)

@@ -63,6 +63,38 @@ int bind_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, bool gate_required, 
     return bind_expert_ffn(m, L, il, n_ff, gate_required, err);
 }
 
+int bind_dense_ffn(sl_model *m, layer_w *L, int il, sl_err *err)
+{
+    int64_t e = m->hp.n_embd, ff = m->hp.n_ff;
+    return bind_mat(m, &L->ffn_gate, il, "ffn_gate.weight", e, ff, 0, err) ||
+                   bind_mat(m, &L->ffn_down, il, "ffn_down.weight", ff, e, 0, err) ||
+                   bind_mat(m, &L->ffn_up, il, "ffn_up.weight", e, ff, 0, err)
+               ? -1
+               : 0;
+}
+
+int refuse_fused_experts(const sl_model *m, int il, sl_err *err)
+{
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+    if (gguf_find_tensor(m->g, name))
+        return sl_errf(err, "%s: fused expert tensor '%s' is not supported for %s", m->g->path, name, m->ops->name);
+    return 0;
+}
+
+int bind_shared_moe(sl_model *m, layer_w *L, int il, int64_t n_ff, int64_t n_ff_sh, int bias_flags, sl_err *err)
+{
+    const hparams *hp = &m->hp;
+    int64_t e = hp->n_embd;
+    return bind_moe(m, L, il, n_ff, true, err) ||
+                   bind_vec(m, &L->exp_probs_b, il, "exp_probs_b.bias", hp->n_expert, bias_flags, err) ||
+                   bind_mat(m, &L->sh_gate, il, "ffn_gate_shexp.weight", e, n_ff_sh, 0, err) ||
+                   bind_mat(m, &L->sh_down, il, "ffn_down_shexp.weight", n_ff_sh, e, 0, err) ||
+                   bind_mat(m, &L->sh_up, il, "ffn_up_shexp.weight", e, n_ff_sh, 0, err)
+               ? -1
+               : 0;
+}
+
 static int llama_tensors(sl_model *m, sl_err *err)
 {
     const hparams *hp = &m->hp;

@@ -27,6 +27,15 @@ const char *arch_key(const sl_model *m, const char *suffix, char *buf, size_t ca
     return buf;
 }
 
+int key_in_range(const sl_model *m, const char *suffix, int32_t v, int32_t lo, int32_t hi, sl_err *err)
+{
+    char key[160];
+    if (v < lo || v > hi)
+        return sl_errf(err, "%s: '%s' = %d is out of range [%d, %d]", m->g->path, arch_key(m, suffix, key, sizeof key),
+                       v, lo, hi);
+    return 0;
+}
+
 static int missing(const sl_model *m, const char *key, sl_err *err)
 {
     return sl_errf(err, "%s: missing required key '%s'", m->g->path, key);

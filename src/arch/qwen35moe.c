@@ -15,15 +15,6 @@
 #include "arch/delta.h"
 #include "arch/gattn.h"
 
-static int range(const sl_model *m, const char *suffix, int32_t v, int32_t lo, int32_t hi, sl_err *err)
-{
-    char key[160];
-    if (v < lo || v > hi)
-        return sl_errf(err, "%s: '%s' = %d is out of range [%d, %d]", m->g->path, arch_key(m, suffix, key, sizeof key),
-                       v, lo, hi);
-    return 0;
-}
-
 /* rope.dimension_sections: required (IMRoPE), checked against the head. */
 static int read_sections(sl_model *m, sl_err *err)
 {
@@ -49,10 +40,10 @@ static int read_ssm(sl_model *m, sl_err *err)
         key_u32(m, "ssm.state_size", &hp->ssm_d_state, true, err) ||
         key_u32(m, "ssm.time_step_rank", &hp->ssm_dt_rank, true, err) ||
         key_u32(m, "ssm.group_count", &hp->ssm_n_group, true, err) ||
-        range(m, "ssm.conv_kernel", hp->ssm_d_conv, 1, 64, err) ||
-        range(m, "ssm.state_size", hp->ssm_d_state, 1, 4096, err) ||
-        range(m, "ssm.group_count", hp->ssm_n_group, 1, 1 << 16, err) ||
-        range(m, "ssm.time_step_rank", hp->ssm_dt_rank, 1, 1 << 16, err))
+        key_in_range(m, "ssm.conv_kernel", hp->ssm_d_conv, 1, 64, err) ||
+        key_in_range(m, "ssm.state_size", hp->ssm_d_state, 1, 4096, err) ||
+        key_in_range(m, "ssm.group_count", hp->ssm_n_group, 1, 1 << 16, err) ||
+        key_in_range(m, "ssm.time_step_rank", hp->ssm_dt_rank, 1, 1 << 16, err))
         return -1;
     char key[160];
     if (hp->ssm_dt_rank % hp->ssm_n_group)
@@ -82,7 +73,7 @@ static int read_layer_kinds(sl_model *m, bool *recr, sl_err *err)
     }
     int32_t interval = 4; /* llama.cpp's default */
     if (key_u32(m, "full_attention_interval", &interval, false, err) ||
-        range(m, "full_attention_interval", interval, 1, 1 << 20, err))
+        key_in_range(m, "full_attention_interval", interval, 1, 1 << 20, err))
         return -1;
     for (int il = 0; il < hp->n_layer; il++) recr[il] = (il + 1) % interval != 0;
     return 0;
@@ -96,7 +87,7 @@ static int q35_hparams(sl_model *m, sl_err *err)
         key_u32(m, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false, err) ||
         key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true, err) || read_sections(m, err) ||
         read_ssm(m, err) || key_u32(m, "nextn_predict_layers", &nextn, false, err) ||
-        range(m, "nextn_predict_layers", nextn, 0, hp->n_layer - 1, err))
+        key_in_range(m, "nextn_predict_layers", nextn, 0, hp->n_layer - 1, err))
         return -1;
     char key[160];
     if (hp->n_expert == 0)

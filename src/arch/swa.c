@@ -72,20 +72,7 @@ static void flash_window(const swa_job *j, const ring *r, const float *q, const 
     for (int d = 0; d < dk; d++) q16[d] = fp32_to_fp16(q[d]);
     memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
     float S = 0.0f, M = -INFINITY;
-    for (int32_t p = lo; p <= i; p++) {
-        float sc = op->dot_f16(ring_k(r, p), q16, dk) * j->scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (sc > M) {
-            float mold = M;
-            M = sc;
-            ms = expf(mold - M);
-            op->scale_f16(acc, ms, dv);
-        } else {
-            vs = expf(sc - M);
-        }
-        op->mad_f16(acc, ring_v(r, p), vs, dv);
-        S = fmaf(S, ms, vs);
-    }
+    for (int32_t p = lo; p <= i; p++) attn_flash_step(op, ring_k(r, p), ring_v(r, p), q16, dk, dv, j->scale, acc, &S, &M);
     for (int d = 0; d < dv; d++) out[d] = fp16_to_fp32(acc[d]);
     if (sink) {
         float ms = 1.0f, vs = 1.0f;

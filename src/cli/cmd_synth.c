@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "  Writes a GGUF with a real MoE architecture's shapes and metadata, a real\n"
             "  tokenizer and random well-formed quantised weights; llama.cpp loads it too.\n"
             "  --like SHAPE        qwen3-30b-a3b | deepseek-v2-lite | kimi-k2-scaled |\n"
-            "                      kimi-linear-48b-a3b | qwen3.5-35b-a3b | gpt-oss-120b\n"
+            "                      kimi-linear-48b-a3b | qwen3.5-35b-a3b | gpt-oss-120b |\n"
+            "                      glm-4.5-air\n"
             "  -o, --output FILE   written as FILE.partial, renamed when complete\n"
             "  --layers N          number of layers\n"
             "  --experts N         routed experts per layer (experts used capped at N)\n"
@@ -232,8 +233,8 @@ static void print_plan(const synth_config *c, synth_job *j, const char *vocab)
         total += t[i].nbytes;
         if (t[i].role == SYNTH_EXPERTS) experts += t[i].nbytes;
     }
-    uint32_t moe_layers = s->family == SYNTH_DEEPSEEK2 || s->family == SYNTH_KIMI_LINEAR ? s->n_layer - s->n_dense_lead
-                                                                                           : s->n_layer;
+    bool lead = s->family == SYNTH_DEEPSEEK2 || s->family == SYNTH_KIMI_LINEAR || s->family == SYNTH_GLM4MOE;
+    uint32_t moe_layers = lead ? s->n_layer - s->n_dense_lead : s->n_layer;
     char b1[32], b2[32], b3[32], b4[32];
     printf("shape:    %s (%s), %u layers, n_embd %u, %u heads, %u experts (%u used",
            s->like, synth_family_arch(s->family), s->n_layer, s->n_embd, s->n_head,

@@ -23,6 +23,7 @@ static const stat_field FIELDS[] = {
     S(distinct_experts, STAT_U64, "distinct experts", ""),
     S(cache_hits, STAT_U64, "cache hits", ""),
     S(cache_misses, STAT_U64, "cache misses", ""),
+    S(read_retries, STAT_U64, "reads retried from a replica", ""),
     S(io_wait_s, STAT_F64, "I/O wait", "s"),
     S(compute_s, STAT_F64, "compute", "s"),
     S(read_gbps, STAT_F64, "read bandwidth", "GB/s"),

@@ -27,6 +27,7 @@ typedef struct {
     double expert_bytes_per_token;     /* expert_bytes_read / tokens evaluated */
     uint64_t distinct_experts;         /* distinct (layer, expert) pairs used */
     uint64_t cache_hits, cache_misses;
+    uint64_t read_retries;             /* expert reads repeated from another copy after a failed read */
     double io_wait_s;                  /* time compute waited on reads */
     double compute_s;                  /* evaluation time not spent waiting */
     double read_gbps;                  /* bytes read / time reads were in flight */

@@ -603,6 +603,7 @@ static void stream_figures(const sl_engine *e, gen_stats *st)
     st->distinct_experts = ss.distinct_experts;
     st->cache_hits = ss.cache_hits;
     st->cache_misses = ss.cache_misses;
+    st->read_retries = ss.read_retries;
     st->io_wait_s = ss.io_wait_s;
     double busy = st->prompt_s + st->decode_s;
     st->compute_s = busy > ss.io_wait_s ? busy - ss.io_wait_s : 0;

@@ -400,6 +400,7 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     out->distinct_experts = st.distinct;
     out->cache_hits = st.hits;
     out->cache_misses = st.misses;
+    out->read_retries = st.retries;
     out->io_wait_s = st.io_wait_s;
     out->read_gbps = st.io_wait_s > 0 && !mmap_mode ? (double)st.bytes_read / st.read_busy_s / 1e9 : 0;
     out->prefetch_used = st.prefetch_used;

@@ -56,6 +56,7 @@ typedef struct {
     uint64_t expert_bytes_read;
     uint64_t distinct_experts;
     uint64_t cache_hits, cache_misses;
+    uint64_t read_retries;     /* expert loads read again from another copy after a failed read */
     double io_wait_s;
     double read_gbps;          /* expert bytes read / time spent reading */
     double prefill_read_amplification; /* prefill bytes read / bytes of distinct experts it used */

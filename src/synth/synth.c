@@ -236,6 +236,27 @@ static int plan_gpt_oss_layer(synth_job *j, int32_t L, sl_err *err)
     return 0;
 }
 
+/* glm4moe, as convert_hf_to_gguf.py writes GLM-4.5-Air: q/k/v biases, no
+ * per-head q/k norms (use_qk_norm false), post_attention_norm before the FFN; a dense lead
+ * layer, then MoE with a selection bias and a shared expert. */
+static int plan_glm_layer(synth_job *j, int32_t L, sl_err *err)
+{
+    const synth_shape *s = &j->c.shape;
+    uint32_t dt = j->c.dense_type;
+    int64_t E = s->n_embd, D = s->head_dim, q = (int64_t)s->n_head * D, kv = (int64_t)s->n_head_kv * D;
+#define BIAS(name, a) add(j, SYNTH_BIAS, L, 0, name, 1, a, 1, 1, err)
+    if (NORM(L, "attn_norm.weight", E) || MAT(L, "attn_q.weight", E, q) || BIAS("attn_q.bias", q) ||
+        MAT(L, "attn_k.weight", E, kv) || BIAS("attn_k.bias", kv) || MAT(L, "attn_v.weight", E, kv) ||
+        BIAS("attn_v.bias", kv) || MAT(L, "attn_output.weight", q, E) || NORM(L, "post_attention_norm.weight", E))
+        return -1;
+#undef BIAS
+    if ((uint32_t)L >= s->n_dense_lead) return plan_moe_ffn(j, L, err);
+    return MAT(L, "ffn_gate.weight", E, s->n_ff) || MAT(L, "ffn_up.weight", E, s->n_ff) ||
+                   MAT(L, "ffn_down.weight", s->n_ff, E)
+               ? -1
+               : 0;
+}
+
 static int plan(synth_job *j, sl_err *err)
 {
     const synth_shape *s = &j->c.shape;
@@ -246,6 +267,7 @@ static int plan(synth_job *j, sl_err *err)
                  : s->family == SYNTH_KIMI_LINEAR ? plan_kimi_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_QWEN35MOE   ? plan_qwen35_layer(j, (int32_t)L, err)
                  : s->family == SYNTH_GPT_OSS     ? plan_gpt_oss_layer(j, (int32_t)L, err)
+                 : s->family == SYNTH_GLM4MOE     ? plan_glm_layer(j, (int32_t)L, err)
                                                   : plan_deepseek2_layer(j, (int32_t)L, err);
         if (rc) return -1;
     }
@@ -402,6 +424,23 @@ static void meta_gpt_oss(meta *m, const synth_shape *s)
     m_f32(m, "rope.scaling.yarn_beta_slow", s->yarn_beta_slow);
 }
 
+/* glm4moe, as convert_hf_to_gguf.py writes GLM-4.5 (no MTP layer here) */
+static void meta_glm(meta *m, const synth_shape *s)
+{
+    m_u32(m, "attention.key_length", s->head_dim);
+    m_u32(m, "attention.value_length", s->head_dim);
+    m_u32(m, "rope.dimension_count", s->n_rot);
+    m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
+    m_u32(m, "expert_shared_count", s->n_expert_shared);
+    m_u32(m, "leading_dense_block_count", s->n_dense_lead);
+    m_f32(m, "expert_weights_scale", s->weights_scale);
+    m_u32(m, "expert_gating_func", s->gating);
+    m_u32(m, "nextn_predict_layers", 0);
+    char k[128];
+    snprintf(k, sizeof k, "%s.expert_weights_norm", m->arch);
+    if (!m->rc) m->rc = gguf_w_kv_bool(m->w, k, s->weights_norm, m->err);
+}
+
 /* llama_ftype of a file whose bulk is TYPE (llama.h) */
 static uint32_t file_type(uint32_t type)
 {
@@ -443,6 +482,7 @@ static int write_meta(synth_job *j, const gguf_file *vocab, sl_err *err)
     else if (s->family == SYNTH_KIMI_LINEAR) meta_kimi(&m, s);
     else if (s->family == SYNTH_QWEN35MOE) meta_qwen35(&m, s);
     else if (s->family == SYNTH_GPT_OSS) meta_gpt_oss(&m, s);
+    else if (s->family == SYNTH_GLM4MOE) meta_glm(&m, s);
     else meta_deepseek2(&m, s);
     if (!m.rc) m.rc = copy_tokenizer(j->w, vocab, err);
     if (!m.rc) m.rc = gguf_w_kv_u32(j->w, "general.quantization_version", 2, err);

@@ -16,7 +16,8 @@
 #include "gguf/gguf.h"
 #include "util/err.h"
 
-typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2, SYNTH_KIMI_LINEAR, SYNTH_QWEN35MOE, SYNTH_GPT_OSS } synth_family;
+typedef enum { SYNTH_QWEN3MOE, SYNTH_DEEPSEEK2, SYNTH_KIMI_LINEAR, SYNTH_QWEN35MOE, SYNTH_GPT_OSS,
+               SYNTH_GLM4MOE } synth_family;
 
 /* general.architecture of a family's files. */
 const char *synth_family_arch(synth_family f);

@@ -49,12 +49,19 @@ static const synth_shape PRESETS[] = {
      .head_dim = 64, .n_ff = 2880, .n_ff_exp = 2880, .n_expert = 128, .n_expert_used = 4, .n_ctx_train = 131072,
      .rope_base = 150000, .rms_eps = 1e-5f, .yarn_factor = 32, .yarn_orig_ctx = 4096, .yarn_beta_fast = 32,
      .yarn_beta_slow = 1, .n_swa = 128},
+    /* zai-org/GLM-4.5-Air: 46 layers (the 47th, the MTP layer, is not written: nextn_predict_layers 0),
+     * the first dense, q/k/v biases, no q/k norms, half the head rotary (NEOX), 128 experts top-8 + 1 shared,
+     * sigmoid with a selection bias, weights normalised, scale 1 */
+    {.like = "glm-4.5-air", .family = SYNTH_GLM4MOE, .n_layer = 46, .n_embd = 4096, .n_head = 96, .n_head_kv = 8,
+     .head_dim = 128, .n_ff = 10944, .n_ff_exp = 1408, .n_expert = 128, .n_expert_used = 8, .n_expert_shared = 1,
+     .n_dense_lead = 1, .n_ctx_train = 131072, .rope_base = 1e6f, .rms_eps = 1e-5f, .gating = 2,
+     .weights_norm = true, .exp_probs_b = true, .weights_scale = 1.0f, .n_group = 1, .topk_group = 1, .n_rot = 64},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
 const char *synth_family_arch(synth_family f)
 {
-    static const char *const names[] = {"qwen3moe", "deepseek2", "kimi-linear", "qwen35moe", "gpt-oss"};
+    static const char *const names[] = {"qwen3moe", "deepseek2", "kimi-linear", "qwen35moe", "gpt-oss", "glm4moe"};
     return names[f];
 }
 
@@ -73,7 +80,7 @@ int synth_shape_preset(const char *like, synth_shape *out, sl_err *err)
             return 0;
         }
     return sl_errf(err, "unknown model shape '%s' (known: qwen3-30b-a3b, deepseek-v2-lite, kimi-k2-scaled, "
-                        "kimi-linear-48b-a3b, qwen3.5-35b-a3b, gpt-oss-120b)",
+                        "kimi-linear-48b-a3b, qwen3.5-35b-a3b, gpt-oss-120b, glm-4.5-air)",
                    like);
 }
 
@@ -134,10 +141,19 @@ int synth_shape_check(const synth_shape *s, sl_err *err)
     if (check_moe(s, err)) return -1;
     if ((s->family == SYNTH_KIMI_LINEAR || s->family == SYNTH_QWEN35MOE) && check_recurrent(s, err)) return -1;
     if (s->family == SYNTH_GPT_OSS && s->n_swa < 1) return sl_errf(err, "sliding window n_swa must be >= 1");
-    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE || s->family == SYNTH_GPT_OSS) {
+    if (s->family == SYNTH_QWEN3MOE || s->family == SYNTH_QWEN35MOE || s->family == SYNTH_GPT_OSS ||
+        s->family == SYNTH_GLM4MOE) {
         if (s->head_dim < 2 || s->head_dim % 32 || s->n_head_kv < 1 || s->n_head % s->n_head_kv)
             return sl_errf(err, "heads %u/%u with head_dim %u invalid (head_dim a multiple of 32)", s->n_head,
                            s->n_head_kv, s->head_dim);
+        if (s->family != SYNTH_GLM4MOE) return 0;
+        if (s->n_rot < 2 || s->n_rot % 2 || s->n_rot > s->head_dim)
+            return sl_errf(err, "rotary dims %u must be even and fit head_dim %u", s->n_rot, s->head_dim);
+        if (s->n_dense_lead >= s->n_layer || !s->n_expert_shared)
+            return sl_errf(err, "glm4moe needs a MoE layer after the %u dense ones, with a shared expert",
+                           s->n_dense_lead);
+        if (s->n_dense_lead && (s->n_ff < 32 || s->n_ff % 32))
+            return sl_errf(err, "dense FFN width %u must be a multiple of 32", s->n_ff);
         return 0;
     }
     if (s->n_dense_lead >= s->n_layer)

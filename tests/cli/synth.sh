@@ -83,19 +83,35 @@ check "synth --like gpt-oss-120b plans the real shape with mxfp4 experts" $(( rc
 GPTOSS="--like gpt-oss-120b --layers 4 --experts 16 --embd 256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set n_ff_exp=256 --set n_swa=8 --type q8_0 --vocab $VOCAB"
 "$BIN" synth $GPTOSS -o "$T/g.gguf" >"$T/out" 2>&1
 check "synth writes a tiny gpt-oss" $? "$(cat "$T/out")"
-if command -v python3 >/dev/null 2>&1 && [ -s "$T/g.gguf" ]; then
+# ram_vs_mem NAME FILE: the tiny model streamed with 6 expert slots gives the
+# logits and text of its in-RAM run
+ram_vs_mem() {
+    if ! command -v python3 >/dev/null 2>&1 || [ ! -s "$2" ]; then
+        echo "skip tiny $1 under --mem: python3 or the model missing"
+        return
+    fi
     P="The old man looked at the sea and said"
-    MEM=$("$BIN" inspect "$T/g.gguf" --json --mem 4G 2>/dev/null | python3 -c 'import json, sys
+    MEM=$("$BIN" inspect "$2" --json --mem 4G 2>/dev/null | python3 -c 'import json, sys
 p = json.load(sys.stdin)["memory_plan"]
 print(p["total"] - p["cache"] - p["unused"] + 6 * p["slot_bytes"])')
-    "$BIN" run -m "$T/g.gguf" --temp 0 -n 40 -p "$P" --logits-out "$T/g-ram.logits" >"$T/g-ram.out" 2>"$T/g-ram.err"
+    "$BIN" run -m "$2" --temp 0 -n 40 -p "$P" --logits-out "$T/r-ram.logits" >"$T/r-ram.out" 2>"$T/r-ram.err"
     rc=$?
-    "$BIN" run -m "$T/g.gguf" --temp 0 -n 40 -p "$P" --mem "$MEM" --no-heat --logits-out "$T/g-mem.logits" \
-        >"$T/g-mem.out" 2>"$T/g-mem.err"
-    [ $rc -eq 0 ] && [ $? -eq 0 ] && [ -n "$MEM" ] && cmp -s "$T/g-ram.logits" "$T/g-mem.logits" &&
-        cmp -s "$T/g-ram.out" "$T/g-mem.out"
-    check "tiny gpt-oss streamed under --mem (6 expert slots): logits and text of the in-RAM run" $? \
-        "$(head -c 400 "$T/g-mem.err")"
-else
-    echo "skip tiny gpt-oss under --mem: python3 or the model missing"
-fi
+    "$BIN" run -m "$2" --temp 0 -n 40 -p "$P" --mem "$MEM" --no-heat --logits-out "$T/r-mem.logits" \
+        >"$T/r-mem.out" 2>"$T/r-mem.err"
+    [ $rc -eq 0 ] && [ $? -eq 0 ] && [ -n "$MEM" ] && cmp -s "$T/r-ram.logits" "$T/r-mem.logits" &&
+        cmp -s "$T/r-ram.out" "$T/r-mem.out"
+    check "tiny $1 streamed under --mem (6 expert slots): logits and text of the in-RAM run" $? \
+        "$(head -c 400 "$T/r-mem.err")"
+}
+ram_vs_mem gpt-oss "$T/g.gguf"
+
+# glm4moe: the real GLM-4.5-Air plan (46 layers without the MTP one, the first dense) and a tiny one streamed
+"$BIN" synth --like glm-4.5-air --vocab $VOCAB --dry-run >"$T/plan" 2>&1
+rc=$?
+grep -q "ffn_gate_exps.weight *q4_K *4096 x 1408 x 128 *45" "$T/plan" &&
+    grep -q "attn_q.bias *f32 *12288 *46" "$T/plan" && grep -q "exp_probs_b.bias *f32 *128 *45" "$T/plan"
+check "synth --like glm-4.5-air plans the real shape" $(( rc || $? )) "$(head -c 600 "$T/plan")"
+GLM="--like glm-4.5-air --layers 3 --experts 16 --used 2 --embd 256 --set n_head=4 --set n_head_kv=2 --set head_dim=64 --set n_rot=32 --set n_ff=512 --set n_ff_exp=128 --type q8_0 --vocab $VOCAB"
+"$BIN" synth $GLM -o "$T/glm.gguf" >"$T/out" 2>&1
+check "synth writes a tiny glm4moe" $? "$(cat "$T/out")"
+ram_vs_mem glm4moe "$T/glm.gguf"
