@@ -1,6 +1,18 @@
 #!/bin/sh
-# Issue 15's figures on the 17 GB Qwen3-30B-A3B-shaped synthetic model, for
-# a quiet machine (the lead's run; take no figures while others load it):
+# Issue 15's figures, for a quiet machine (the lead's run; take no figures
+# while others load it).
+#   sh bench/cache_figures.sh tiny    only section 0 (tinymoe, a few minutes)
+#   sh bench/cache_figures.sh big     only sections 1-4 (the 17 GB model)
+#   sh bench/cache_figures.sh         both
+#   0. prefetch admission, before / after, on the bundled tinymoe at 30% of
+#      its experts: the store's simulated drive at 100 / 30 / 3 MB/s and
+#      unthrottled (the compute-bound regime, where the rule must keep the
+#      prefetch), for --prefetch-admit cost (the rule), rank (before), off
+#      (every guess) and --prefetch off: prefetch waste, bytes per token,
+#      tok/s against the ceiling rate / bytes per token, demand reads that
+#      found a prefetch at the device.  As root also the 17 GB model at
+#      1.0 / 0.5 GB/s through blkio, cost against rank.
+# Sections 1-4 are on the 17 GB Qwen3-30B-A3B-shaped synthetic model:
 #   1. throttled decode at 1.0 and 0.5 GB/s, --mem = file/3 and file/6:
 #      tok/s against rate / bytes per token, bytes against the offline
 #      optimum, prefetch waste, disk busy; a timeline picture per setting;
@@ -22,11 +34,85 @@ OUT=${OUT:-build/cache-figures}
 NGEN=${NGEN:-32}
 REPS=${REPS:-3}
 T=${THREADS:-2}
+WHAT=${1:-all}
+TINY=${TINY:-models/tinymoe-q8_0.gguf}
 mkdir -p "$OUT"
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+
+# Section 0's table from bench --json-out files: label=file pairs.
+admit_table() {
+    python3 - "$@" <<'PY'
+import json, sys
+print("| setting | cached | prefetch waste | bytes/token | tok/s | ceiling | of ceiling | demand reads behind prefetch |")
+print("|---|---|---|---|---|---|---|---|")
+for arg in sys.argv[1:]:
+    label, path = arg.split("=", 1)
+    try:
+        j = json.load(open(path))
+    except (OSError, ValueError) as e:
+        print("| %s | (no result: %s) |" % (label, e)); continue
+    s = j["streaming"]; tg = s["per_threads"][0]["tg"]; tps = j["tg_tps"] or 0
+    bpt = tg["expert_bytes_per_token"]; rate = s["throttle_bps"]
+    ceil = rate / bpt if rate and bpt else 0
+    share = "%.0f%%" % (100 * tps / ceil) if ceil else "-"
+    print("| %s | %d/%d | %.1f%% | %.2f MiB | %.2f | %s | %s | %d of %d |" % (
+        label, s["experts_cached"], s["experts"], 100 * tg["prefetch_waste_share"], bpt / 2**20, tps,
+        "%.2f" % ceil if ceil else "-", share, tg["demand_behind_prefetch"], tg["demand_reads"]))
+PY
+}
+
+if [ "$WHAT" != big ]; then
+    echo "== 0. prefetch admission on $TINY at 30% of the experts (tg${TNGEN:-64} x ${TREPS:-3} texts; tg16 at 3 MB/s)"
+    # the budget that leaves 30% of the experts cached, planned as bench
+    # plans it (context = N + 128 tokens, -t threads)
+    tiny_mem() {
+        "$BIN" inspect "$TINY" --json --mem 4G -c $(($1 + 128)) -t "$T" 2>/dev/null | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["memory_plan"]
+print(p["total"] - p["cache"] - p["unused"] + round(0.3 * p["experts"]) * p["slot_bytes"])'
+    }
+    for rate in 100M 30M 3M free; do
+        args=""
+        for cfg in "cost:--prefetch-admit cost" "rank:--prefetch-admit rank" "off:--prefetch-admit off" \
+                   "noprefetch:--prefetch off"; do
+            label=${cfg%%:*} flags=${cfg#*:}
+            thr="" n=${TNGEN:-64}
+            [ "$rate" = free ] || thr="--throttle $rate --throttle-sim"
+            [ "$rate" = 3M ] && n=16
+            tmem=$(tiny_mem "$n")
+            # shellcheck disable=SC2086
+            "$BIN" bench -m "$TINY" --mem "$tmem" -p 0 -n "$n" -r "${TREPS:-3}" -t "$T" --no-probe $thr $flags \
+                --json-out "$OUT/admit-$rate-$label.json" >"$OUT/admit-$rate-$label.txt" 2>&1 ||
+                echo "failed: $label at $rate (see $OUT/admit-$rate-$label.txt)" >&2
+            args="$args $rate/$label=$OUT/admit-$rate-$label.json"
+        done
+        # shellcheck disable=SC2086
+        admit_table $args
+    done
+    if [ "$(id -u)" = 0 ] && [ -w /sys/fs/cgroup/blkio ] && [ -f "$MODEL" ]; then
+        size=$(stat -c %s "$MODEL")
+        echo "== 0b. $MODEL at file/3 through blkio, cost against rank (tg$NGEN x $REPS)"
+        args=""
+        for rate in 1G 500M; do
+            for label in cost rank; do
+                drop
+                "$BIN" bench -m "$MODEL" --mem $((size / 3)) -p 0 -n "$NGEN" -r "$REPS" -t "$T" --no-probe \
+                    --throttle "$rate" --prefetch-admit $label --json-out "$OUT/admit-big-$rate-$label.json" \
+                    >"$OUT/admit-big-$rate-$label.txt" 2>&1 || echo "failed: $label at $rate" >&2
+                args="$args $rate/$label=$OUT/admit-big-$rate-$label.json"
+            done
+        done
+        # shellcheck disable=SC2086
+        admit_table $args
+    else
+        echo "(0b skipped: blkio throttling needs root and $MODEL)"
+    fi
+fi
+[ "$WHAT" = tiny ] && exit 0
+
 [ -f "$MODEL" ] || { echo "no $MODEL: sluice synth --like qwen3-30b-a3b --type Q4_K -o $MODEL" >&2; exit 1; }
 size=$(stat -c %s "$MODEL")
 m3=$((size / 3)) m6=$((size / 6))
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
 echo "== 1. throttled decode (tg$NGEN x $REPS texts, warmed on another text)"
 for mem in $m3 $m6; do

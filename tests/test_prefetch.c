@@ -149,7 +149,14 @@ static void model_close(model_ctx *c)
     memset(c, 0, sizeof *c);
 }
 
-static int model_open(model_ctx *c, prov_kind kind, int slots, sl_err *err)
+/* The store's admission rule and simulated drive rate (0: none) for
+ * PROV_STORE. */
+typedef struct {
+    pf_admit_mode admit;
+    double bps;
+} store_knobs;
+
+static int model_open_knobs(model_ctx *c, prov_kind kind, int slots, store_knobs kn, sl_err *err)
 {
     memset(c, 0, sizeof *c);
     if (kind == PROV_RAM) return model_load(&c->m, MODEL, NULL, err);
@@ -157,6 +164,8 @@ static int model_open(model_ctx *c, prov_kind kind, int slots, sl_err *err)
     if (kind == PROV_STORE) {
         store_config cfg = store_config_default(store_slot_bytes(&c->xl) * (uint64_t)slots);
         cfg.chunk_bytes = 64 << 10;
+        cfg.prefetch_admit = kn.admit;
+        cfg.throttle_bps = kn.bps;
         if (expert_store_create(&c->prov, &c->xl, &cfg, err)) { /* no io_uring here: threads */
             cfg.io = STORE_IO_PREAD;
             if (expert_store_create(&c->prov, &c->xl, &cfg, err)) return -1;
@@ -174,6 +183,11 @@ static int model_open(model_ctx *c, prov_kind kind, int slots, sl_err *err)
     }
     model_opts mo = {.provider = c->prov, .own_provider = true};
     return model_load(&c->m, MODEL, &mo, err);
+}
+
+static int model_open(model_ctx *c, prov_kind kind, int slots, sl_err *err)
+{
+    return model_open_knobs(c, kind, slots, (store_knobs){PF_ADMIT_COST, 0}, err);
 }
 
 /* Prompt (all positions' logits) then N_DECODE teacher-forced single-token
@@ -203,7 +217,7 @@ static float *run_sequence(model_ctx *c, sl_session *s, const golden *g, int *gr
 
 static void identity_case(const golden *g)
 {
-    t_begin("logits bit-identical with prefetch off/next/auto, in RAM and SSD store (16 slots); greedy = llama.cpp");
+    t_begin("logits bit-identical with prefetch off/next/auto, in RAM and SSD store (16 slots, every --prefetch-admit, a slow drive); greedy = llama.cpp");
     static const sl_prefetch_mode modes[] = {SL_PREFETCH_OFF, SL_PREFETCH_NEXT, SL_PREFETCH_AUTO};
     float *ref = NULL;
     size_t bytes = 0;
@@ -240,6 +254,27 @@ static void identity_case(const golden *g)
             session_free(s);
             model_close(&c);
         }
+    /* every admission rule, and the cost rule on a slow simulated drive
+     * (where it declines most guesses): the same logits */
+    static const store_knobs K[] = {{PF_ADMIT_RANK, 0}, {PF_ADMIT_OFF, 0}, {PF_ADMIT_COST, 100e6}};
+    for (size_t k = 0; ref && k < sizeof K / sizeof *K; k++) {
+        model_ctx c;
+        sl_err err;
+        sl_session *s = NULL;
+        session_opts so = {.prefetch = SL_PREFETCH_AUTO};
+        if (model_open_knobs(&c, PROV_STORE, 16, K[k], &err) || session_create_opts(&s, c.m, 128, NULL, &so, &err)) {
+            T_CHECK(0, "store, admit %s: %s", pf_admit_name(K[k].admit), err.msg);
+            model_close(&c);
+            continue;
+        }
+        int bad;
+        float *lg = run_sequence(&c, s, g, &bad, &err);
+        T_CHECK(lg && memcmp(lg, ref, bytes) == 0, "store, prefetch auto, admit %s%s: logits differ from RAM/off%s%s",
+                pf_admit_name(K[k].admit), K[k].bps > 0 ? " at 100 MB/s" : "", lg ? "" : ": ", lg ? "" : err.msg);
+        free(lg);
+        session_free(s);
+        model_close(&c);
+    }
     free(ref);
     t_end();
 }

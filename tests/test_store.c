@@ -5,12 +5,16 @@
  * offset, never a skipped expert; trace replays check the cache policy. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "experts/admit.h"
 #include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/store.h"
 #include "experts/trace.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 #include "t.h"
 
@@ -361,6 +365,198 @@ static void io_every_completion(bool uring)
     t_end();
 }
 
+
+/* The cost rule's decisions against the inequality written out as the
+ * docs state it (with min(), undivided), over a grid, and against cases
+ * worked by hand: an idle disk reads any guess with a chance of use, a
+ * saturated one none; at half busy with the read hidden by compute the bar
+ * is 1/2 (the old rank rule's), with a read 4x the compute it is 4/5. */
+static bool cost_reference(double p, double read, double compute, double busy)
+{
+    double hidden = read < compute ? read : compute;
+    return p * hidden * (1 - busy) > (1 - p) * read * busy;
+}
+
+static void admit_rule(void)
+{
+    t_begin("prefetch admission: cost rule's decisions = p min(R,C)(1-b) > (1-p) R b; thresholds by hand");
+    static const double P[] = {0, 0.05, 0.2, 0.3, 0.5, 0.6, 0.75, 0.9, 0.99, 1};
+    static const double B[] = {0, 0.1, 0.25, 0.5, 0.7, 0.9, 0.99, 1};
+    static const double RC[][2] = {{1e-3, 1e-3}, {1e-4, 1e-3}, {2e-3, 1e-3}, {4e-3, 1e-3}, {0.1, 1e-3}, {1e-3, 0.1}};
+    int bad = 0, n = 0;
+    for (size_t i = 0; i < sizeof P / sizeof *P; i++)
+        for (size_t j = 0; j < sizeof B / sizeof *B; j++)
+            for (size_t k = 0; k < sizeof RC / sizeof *RC; k++, n++) {
+                double r = RC[k][0], c = RC[k][1];
+                bool got = pf_admit_cost(P[i], r, c, B[j]), want = cost_reference(P[i], r, c, B[j]);
+                /* away from the boundary the two must agree exactly */
+                double th = pf_admit_threshold(r, c, B[j]);
+                if (got != want && fabs(P[i] - th) > 1e-9) bad++;
+                if (th < 1 && got != (P[i] > th) && fabs(P[i] - th) > 1e-9) bad++;
+            }
+    T_CHECK(!bad, "%d of %d decisions differ from the reference inequality", bad, n);
+    /* worked by hand */
+    T_CHECK(pf_admit_cost(0.01, 1e-3, 1e-3, 0) && !pf_admit_cost(0, 1e-3, 1e-3, 0), "idle disk");
+    T_CHECK(!pf_admit_cost(0.999, 1e-3, 1e-3, 1) && pf_admit_threshold(1e-3, 1e-3, 1) == 1, "saturated disk");
+    T_CHECK(!pf_admit_cost(0.49, 1e-4, 1e-3, 0.5) && pf_admit_cost(0.51, 1e-4, 1e-3, 0.5), "half busy, read hidden");
+    T_CHECK(fabs(pf_admit_threshold(4e-3, 1e-3, 0.5) - 0.8) < 1e-12 && !pf_admit_cost(0.79, 4e-3, 1e-3, 0.5) &&
+                pf_admit_cost(0.81, 4e-3, 1e-3, 0.5),
+            "half busy, read 4x compute: threshold %.6f", pf_admit_threshold(4e-3, 1e-3, 0.5));
+    /* b = 0.25, read hidden: p (0.75) > (1 - p) 0.25  <=>  p > 1/4 */
+    T_CHECK(fabs(pf_admit_threshold(1e-3, 2e-3, 0.25) - 0.25) < 1e-12, "quarter busy");
+    /* not measured yet (0): read taken as equal to compute */
+    T_CHECK(pf_admit_cost(0.6, 0, 0, 0.5) && !pf_admit_cost(0.4, 0, 1e-3, 0.5), "unmeasured read or compute");
+    T_CHECK(pf_admit_rank(0.5, 0.6) && !pf_admit_rank(0.49, 0.6) && pf_admit_rank(0.25, 0.5) &&
+                !pf_admit_rank(0.24, 0.1),
+            "rank rule");
+    T_CHECK(pf_admit_parse("cost") == PF_ADMIT_COST && pf_admit_parse("RANK") == PF_ADMIT_RANK &&
+                pf_admit_parse("off") == PF_ADMIT_OFF && pf_admit_parse("on") == -1 &&
+                !strcmp(pf_admit_name(PF_ADMIT_OFF), "off"),
+            "names");
+    t_end();
+}
+
+/* The device meter (io.h): busy time runs from a read reaching the device
+ * to its landing, not to when the caller reaps it; a demand read that
+ * arrives while a prefetch is at the device is counted as behind it.  A
+ * simulated 4 KB/s drive, so one 4 KiB read takes 1 s. */
+static void io_meter(void)
+{
+    t_begin("io: device busy time ends when a read lands, not when reaped; demand reads behind a prefetch counted");
+    sl_err err;
+    int fd = open("models/tinymoe-q8_0.gguf", O_RDONLY);
+    static uint8_t buf[3][4096];
+    io_throttle th = {.n = 1, .fds = {fd}, .rates = {4096}};
+    io_backend *b;
+    if (fd < 0 || io_pread_throttled_create(&b, 2, &th, &err)) {
+        T_CHECK(0, "setup: %s", fd < 0 ? "open" : err.msg);
+        if (fd >= 0) close(fd);
+        t_end();
+        return;
+    }
+    io_req r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = (io_req){.fd = fd, .off = (uint64_t)i * 4096, .len = 4096, .prio = i == 0, .dst = buf[i], .tag = (uint64_t)i};
+    double t0 = sl_now();
+    T_CHECK(b->ops->submit(b, &r[0], 1, &err) == 0, "%s", err.msg); /* a guess: the device is idle */
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    T_CHECK(b->ops->submit(b, &r[1], 1, &err) == 0, "%s", err.msg); /* demand, behind the guess */
+    io_done d;
+    int n = 0;
+    while (n < 2 && b->ops->wait(b, &d, &err) == 0) n++;
+    double landed = sl_now() - t0;
+    ts.tv_sec = 1, ts.tv_nsec = 0;
+    nanosleep(&ts, NULL); /* "compute" with nothing at the device */
+    io_counters c;
+    b->ops->counters(b, &c);
+    T_CHECK(n == 2 && c.demand_reads == 1 && c.demand_behind_prefetch == 1, "%d reads, %llu demand, %llu behind", n,
+            (unsigned long long)c.demand_reads, (unsigned long long)c.demand_behind_prefetch);
+    /* two serial 1 s reads: at least 2 s at the device, and no more than
+     * until the second landed (the idle second after it is not counted) */
+    T_CHECK(c.busy_s >= 1.99 && c.busy_s <= landed + 0.05, "busy %.3f s, reads landed after %.3f s", c.busy_s, landed);
+    T_CHECK(b->ops->submit(b, &r[2], 1, &err) == 0 && b->ops->wait(b, &d, &err) == 0, "%s", err.msg);
+    b->ops->counters(b, &c);
+    T_CHECK(c.demand_reads == 2 && c.demand_behind_prefetch == 1, "alone at the device: %llu demand, %llu behind",
+            (unsigned long long)c.demand_reads, (unsigned long long)c.demand_behind_prefetch);
+    b->ops->destroy(b);
+    close(fd);
+    t_end();
+}
+
+/* Four distinct random experts of 32 into IDS. */
+static void pick4(int32_t ids[4])
+{
+    uint32_t used = 0;
+    for (int n = 0; n < 4;) {
+        uint32_t e = rnd(32);
+        if (!(used >> e & 1)) used |= 1u << e, ids[n++] = (int32_t)e;
+    }
+}
+
+/* Random decode-sized routing; with HINT, before each layer's experts a
+ * hint for the next layer: two of its experts, then two it will not use.
+ * On a simulated drive with no compute the disk is the limit.  Fills ST
+ * with the store's counters; returns nonzero if a run failed or a view
+ * differed from the GGUF bytes. */
+static int hinted_passes(pf_admit_mode mode, double bps, int n_passes, bool hint, store_stats *st)
+{
+    sl_err err;
+    gguf_file *g;
+    expert_layout L;
+    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) return -1;
+    store_config cfg = store_config_default(store_slot_bytes(&L) * 24);
+    cfg.prefetch_admit = mode;
+    cfg.throttle_bps = bps;
+    expert_provider *p;
+    int bad = 0;
+    if (expert_store_create(&p, &L, &cfg, &err)) {
+        bad = -1;
+        goto out;
+    }
+    rng = 4242;
+    for (int pass = 0; pass < n_passes && !bad; pass++) {
+        int32_t route[6][4];
+        for (int l = 0; l < 6; l++) pick4(route[l]);
+        for (int l = 0; l < 6 && !bad; l++) {
+            if (p->ops->begin(p, l, route[l], 4, &err)) bad = -1;
+            if (hint && l + 1 < 6) {
+                const int32_t *r = route[l + 1];
+                int32_t h[4] = {r[0], r[1], -1, -1};
+                for (int e = 0, k = 2; k < 4; e++)
+                    if (e != r[0] && e != r[1] && e != r[2] && e != r[3]) h[k++] = e;
+                p->ops->hint(p, l + 1, h, 4);
+            }
+            expert_view v;
+            int i;
+            while ((i = p->ops->next(p, &v, &err)) >= 0) bad += check_view(g, &L, l, &v) != 0, p->ops->release(p, i);
+            if (i != -1) bad = -1;
+            p->ops->end(p, l);
+        }
+    }
+    expert_store_stats(p, st);
+    p->ops->destroy(p);
+out:
+    expert_layout_free(&L);
+    gguf_close(g);
+    return bad;
+}
+
+/* On a disk with no slack, the cost rule reads fewer guesses than reading
+ * every guess, and its counters add up: demand reads behind a prefetch are
+ * a part of the demand reads, there are none without guesses, and the
+ * device was busy no longer than the run. */
+static void admit_counters(void)
+{
+    t_begin("store: cost rule reads fewer guesses on a saturated disk; demand-behind-prefetch counters consistent");
+    store_stats cost, off, none;
+    double t0 = sl_now();
+    int rc = hinted_passes(PF_ADMIT_COST, 100e6, 24, true, &cost);
+    double wall = sl_now() - t0;
+    rc |= hinted_passes(PF_ADMIT_OFF, 100e6, 24, true, &off);
+    T_CHECK(rc == 0, "a run failed or handed out wrong bytes");
+    T_CHECK(cost.prefetch_issued < off.prefetch_issued && cost.prefetch_skipped > off.prefetch_skipped,
+            "cost: %llu guesses read, %llu skipped; off: %llu read, %llu skipped",
+            (unsigned long long)cost.prefetch_issued, (unsigned long long)cost.prefetch_skipped,
+            (unsigned long long)off.prefetch_issued, (unsigned long long)off.prefetch_skipped);
+    T_CHECK(cost.admit_busy > 0.5, "busy share with needed reads %.2f on a disk-bound run", cost.admit_busy);
+    for (int k = 0; k < 2; k++) {
+        const store_stats *s = k ? &off : &cost;
+        T_CHECK(s->demand_behind_prefetch <= s->demand_reads && s->demand_reads >= s->misses,
+                "%s: %llu behind of %llu demand reads, %llu misses", k ? "off" : "cost",
+                (unsigned long long)s->demand_behind_prefetch, (unsigned long long)s->demand_reads,
+                (unsigned long long)s->misses);
+    }
+    T_CHECK(off.demand_behind_prefetch > 0, "reading every guess put no demand read behind one");
+    T_CHECK(cost.read_busy_s > 0 && cost.read_busy_s <= wall, "busy %.3f s of a %.3f s run", cost.read_busy_s, wall);
+    /* no guesses at all: nothing to be behind */
+    T_CHECK(hinted_passes(PF_ADMIT_OFF, 0, 6, false, &none) == 0 && none.prefetch_issued == 0 &&
+                none.demand_behind_prefetch == 0 && none.demand_reads >= none.misses && none.misses > 0,
+            "without hints: %llu guesses read, %llu demand reads behind one", (unsigned long long)none.prefetch_issued,
+            (unsigned long long)none.demand_behind_prefetch);
+    t_end();
+}
+
 int main(void)
 {
     run_passes("store: uring, roomy cache, decode-sized batches", STORE_IO_URING, 64, 4, 20);
@@ -379,6 +575,9 @@ int main(void)
     too_small();
     trace_policies();
     io_queue_rules();
+    admit_rule();
+    io_meter();
+    admit_counters();
     io_every_completion(false);
     io_every_completion(true);
     return t_done();

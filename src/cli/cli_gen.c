@@ -101,6 +101,10 @@ const char CLI_STREAM_HELP[] =
     "                       next (always the next layer's router), off (the default in RAM)\n\n"
     "  --cache-policy P     expert cache eviction: ahead (default: evicts the expert expected\n"
     "                       to be needed last), lfru, lru (docs/CACHE.md)\n"
+    "  --prefetch-admit R   which guesses are worth a read: cost (default: expected stall saved\n"
+    "                       beats the disk time a wrong guess takes, at the disk's busy share),\n"
+    "                       rank (the rule before: rank precision >= 1/2 on a busy disk, else\n"
+    "                       1/4), off (every guess the cache can place; docs/PREFETCH.md)\n"
     "  --trace-out FILE     write the routing trace (shared/traces schema, with the pilot's\n"
     "                       predictions) for sluice replay and sluice heat --trace\n\n"
     "llama.cpp spellings (multi-letter short options are whole options):\n"
@@ -203,6 +207,12 @@ int cli_stream_option(int opt, const char *arg, engine_opts *eo)
         return 1;
     }
     case CLI_OPT_TRACE_OUT: eo->trace_out = arg; return 1;
+    case CLI_OPT_PREFETCH_ADMIT: {
+        int m = pf_admit_parse(arg);
+        if (m < 0) return FAIL("--prefetch-admit: expected cost, rank or off, got '%s'", arg);
+        eo->prefetch_admit = (pf_admit_mode)m;
+        return 1;
+    }
     case 'b': case CLI_OPT_UBATCH:
         if (cli_parse_int(opt == 'b' ? "-b" : "--ubatch-size", arg, 1, 1L << 20, &v)) return -1;
         eo->n_batch = (int32_t)v;
@@ -475,7 +485,7 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
     case 'm': mo->model_path = arg; return 1;
     case 'b': case CLI_OPT_MEM: case CLI_OPT_IO: case CLI_OPT_PIN: case CLI_OPT_HEAT_FILE: case CLI_OPT_NO_HEAT:
     case CLI_OPT_PACK: case CLI_OPT_VERIFY: case CLI_OPT_KV: case CLI_OPT_PREFETCH: case CLI_OPT_CACHE_POLICY:
-    case CLI_OPT_TRACE_OUT: case CLI_OPT_FLASH_ATTN: case CLI_OPT_CACHE_TYPE_K: case CLI_OPT_CACHE_TYPE_V:
+    case CLI_OPT_TRACE_OUT: case CLI_OPT_PREFETCH_ADMIT: case CLI_OPT_FLASH_ATTN: case CLI_OPT_CACHE_TYPE_K: case CLI_OPT_CACHE_TYPE_V:
     case CLI_OPT_UBATCH: case CLI_OPT_THREADS_BATCH: case CLI_OPT_NO_WARMUP: case CLI_OPT_MLOCK: case CLI_OPT_NO_MMAP:
         return cli_stream_option(opt, arg, &mo->eo);
     case 'c':
@@ -560,7 +570,8 @@ int cli_open(cli_model_opts *o, sluice **out, const char **path)
     arm_fault(&o->fault_countdown, &fo);
     sluice_open_extra x = {.n_ctx_cap = bundled ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX, .verify = o->eo.verify,
                            .fault = fo.fault, .fault_ctx = fo.fault_ctx, .policy = o->eo.policy,
-                           .policy_set = o->eo.policy_set, .trace_out = o->eo.trace_out};
+                           .policy_set = o->eo.policy_set, .trace_out = o->eo.trace_out,
+                           .prefetch_admit = (int)o->eo.prefetch_admit};
     char err[1024];
     if (sluice_open_ex(out, &so, &x, err, sizeof err)) return FAIL("%s", err);
     if (path) *path = p;

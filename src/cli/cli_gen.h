@@ -54,7 +54,7 @@ enum {
     CLI_OPT_TEMP = 256, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_SEED,
     CLI_OPT_REPEAT_PENALTY, CLI_OPT_REPEAT_LAST_N, CLI_OPT_PRESENCE_PENALTY, CLI_OPT_FREQUENCY_PENALTY,
     CLI_OPT_MEM, CLI_OPT_IO, CLI_OPT_PIN, CLI_OPT_HEAT_FILE, CLI_OPT_NO_HEAT, CLI_OPT_PACK, CLI_OPT_VERIFY,
-    CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT,
+    CLI_OPT_KV, CLI_OPT_PREFETCH, CLI_OPT_CACHE_POLICY, CLI_OPT_TRACE_OUT, CLI_OPT_PREFETCH_ADMIT,
     CLI_OPT_GRAMMAR, CLI_OPT_GRAMMAR_FILE, CLI_OPT_JSON_SCHEMA, CLI_OPT_JSON_SCHEMA_FILE,
     CLI_OPT_FLASH_ATTN, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_UBATCH, CLI_OPT_THREADS_BATCH,
     CLI_OPT_NO_WARMUP, CLI_OPT_MLOCK, CLI_OPT_NO_MMAP, CLI_OPT_CHAT_TEMPLATE, CLI_OPT_CHAT_TEMPLATE_FILE,
@@ -93,6 +93,7 @@ enum {
         {"prefetch", required_argument, 0, CLI_OPT_PREFETCH},                                                 \
         {"cache-policy", required_argument, 0, CLI_OPT_CACHE_POLICY},                                         \
         {"trace-out", required_argument, 0, CLI_OPT_TRACE_OUT},                                               \
+        {"prefetch-admit", required_argument, 0, CLI_OPT_PREFETCH_ADMIT},                                     \
         {"flash-attn", required_argument, 0, CLI_OPT_FLASH_ATTN},                                             \
         {"cache-type-k", required_argument, 0, CLI_OPT_CACHE_TYPE_K},                                         \
         {"cache-type-v", required_argument, 0, CLI_OPT_CACHE_TYPE_V},                                         \

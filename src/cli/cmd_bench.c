@@ -36,6 +36,7 @@ typedef struct {
     bool cold;            /* streaming tg: no warm-up text */
     double throttle;      /* --throttle: bytes/s ceiling for expert reads (0: none) */
     const char *throttle_how; /* how it was applied, for the report */
+    bool throttle_sim;    /* --throttle-sim: the store's simulated drive even as root */
     const char *timeline; /* --timeline FILE.svg */
 } bench_args;
 
@@ -46,6 +47,7 @@ typedef struct {
     double waste_share;          /* prefetched bytes never used / bytes loaded */
     double busy_share;           /* time with a read in flight / test time */
     double optimum_bytes_per_token; /* Belady's MIN over the same accesses (same history) */
+    double demand_reads, demand_behind; /* demand read requests; ... that found a guess at the device */
 } stream_figs;
 
 typedef struct {
@@ -74,6 +76,7 @@ static void usage(FILE *f)
                "                       through a blkio cgroup on the model's disk when root, else\n"
                "                       the store's simulated drive; the report adds the ceiling\n"
                "                       RATE / bytes per token\n"
+               "      --throttle-sim   apply --throttle with the store's simulated drive even as root\n"
                "      --timeline F.svg streaming: draw the last repetition's decode, token by token and\n"
                "                       layer by layer (reads issued / landed, demand vs prefetch, expert\n"
                "                       compute, waits): whether the disk or the CPU set the pace\n\n"
@@ -128,7 +131,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
         {"json-out", required_argument, 0, 'o'}, {"no-probe", no_argument, 0, 'P'},
         {"cold", no_argument, 0, 'C'}, {"throttle", required_argument, 0, 'T'},
-        {"timeline", required_argument, 0, 'L'},
+        {"timeline", required_argument, 0, 'L'}, {"throttle-sim", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.p = 512, .n = 128, .reps = 5, .threads = {cpu_physical_cores()}, .n_threads = 1};
@@ -148,6 +151,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 'C': a->cold = true; break;
         case 'T': bad = parse_rate(optarg, &a->throttle); break;
         case 'L': a->timeline = optarg; break;
+        case 'S': a->throttle_sim = true; break;
         case 'h': usage(stdout); return 1;
         case ':': return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
         default:
@@ -285,6 +289,8 @@ static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
         sum.bytes_read += y.bytes_read - x.bytes_read, sum.hits += y.hits - x.hits;
         sum.misses += y.misses - x.misses, sum.read_busy_s += y.read_busy_s - x.read_busy_s;
         sum.io_wait_s += y.io_wait_s - x.io_wait_s;
+        sum.demand_reads += y.demand_reads - x.demand_reads;
+        sum.demand_behind_prefetch += y.demand_behind_prefetch - x.demand_behind_prefetch;
         sum.prefetch_wasted_bytes += y.prefetch_wasted_bytes - x.prefetch_wasted_bytes;
         sum.bytes_needed += (y.bytes_needed + y.prefetch_bytes) - (x.bytes_needed + x.prefetch_bytes);
     }
@@ -294,6 +300,7 @@ static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
     f->waste_share = sum.bytes_needed ? (double)sum.prefetch_wasted_bytes / (double)sum.bytes_needed : 0;
     f->busy_share = secs > 0 ? sum.read_busy_s / secs : 0;
     f->optimum_bytes_per_token = toks ? opt / (double)toks : 0;
+    f->demand_reads = (double)sum.demand_reads, f->demand_behind = (double)sum.demand_behind_prefetch;
     return 0;
 }
 
@@ -490,10 +497,14 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
             const stream_figs *f = &rows[i].stg;
             double ceil = f->bytes_per_token > 0 ? a->throttle / f->bytes_per_token : 0;
             double tps = median(rows[i].tg, a->reps);
-            printf("t=%d tg, throttled to %.2f GB/s (%s): ceiling %.2f tok/s = rate / bytes per token, measured "
-                   "%.2f (%.0f%% of it); bytes / optimum's %.2fx\n",
-                   rows[i].threads, a->throttle / 1e9, a->throttle_how, ceil, tps, ceil > 0 ? 100 * tps / ceil : 0,
-                   f->optimum_bytes_per_token > 0 ? f->bytes_per_token / f->optimum_bytes_per_token : 0);
+            char rate[32];
+            if (a->throttle >= 1e8) snprintf(rate, sizeof rate, "%.2f GB/s", a->throttle / 1e9);
+            else snprintf(rate, sizeof rate, "%.1f MB/s", a->throttle / 1e6);
+            printf("t=%d tg, throttled to %s (%s): ceiling %.2f tok/s = rate / bytes per token, measured "
+                   "%.2f (%.0f%% of it); bytes / optimum's %.2fx; %.0f of %.0f demand reads behind a prefetch\n",
+                   rows[i].threads, rate, a->throttle_how, ceil, tps, ceil > 0 ? 100 * tps / ceil : 0,
+                   f->optimum_bytes_per_token > 0 ? f->bytes_per_token / f->optimum_bytes_per_token : 0,
+                   f->demand_behind, f->demand_reads);
         }
     if (!pr->gbps) return;
     printf("\nraw disk: %.2f GB/s (O_DIRECT random %s reads, depth %d, %.1f s%s)\n", pr->gbps,
@@ -510,10 +521,11 @@ static void print_stream(const bench_args *a, const cli_model *cm, const bench_r
 
 static json_t *figs_json(const stream_figs *f)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token, "hit_rate",
-                     f->hit_rate, "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps, "effective_gbps",
-                     f->effective_gbps, "prefetch_waste_share", f->waste_share, "disk_busy_share", f->busy_share,
-                     "optimum_bytes_per_token", f->optimum_bytes_per_token);
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "expert_bytes_per_token", f->bytes_per_token,
+                     "hit_rate", f->hit_rate, "io_wait_share", f->io_wait_share, "read_gbps", f->read_gbps,
+                     "effective_gbps", f->effective_gbps, "prefetch_waste_share", f->waste_share, "disk_busy_share",
+                     f->busy_share, "optimum_bytes_per_token", f->optimum_bytes_per_token, "demand_reads",
+                     f->demand_reads, "demand_behind_prefetch", f->demand_behind);
 }
 
 static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench_row *rows, const probe_result *pr)
@@ -524,7 +536,8 @@ static json_t *stream_json(const bench_args *a, const cli_model *cm, const bench
         json_array_append_new(per, json_pack("{s:i,s:o,s:o}", "threads", rows[i].threads, "pp", figs_json(&rows[i].spp),
                                              "tg", figs_json(&rows[i].stg)));
     double bound = rows[0].stg.bytes_per_token > 0 ? pr->gbps * 1e9 / rows[0].stg.bytes_per_token : 0;
-    return json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:b,s:o}", "io", store_io_name(e->io), "mem",
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:b,s:o}", "io", store_io_name(e->io), "prefetch_admit",
+                     pf_admit_name(e->opts.prefetch_admit), "mem",
                      (json_int_t)e->plan.total, "experts_cached", (json_int_t)e->plan.slots, "experts",
                      (json_int_t)e->plan.experts, "raw_gbps", pr->gbps, "tg_io_bound_tps", bound, "throttle_bps",
                      a->throttle, "throttle_how", a->throttle_how ? a->throttle_how : "none", "cold", a->cold,
@@ -598,7 +611,7 @@ int cmd_bench(int argc, char **argv)
     cli_model_opts mo = {.model_path = a.model, .model_only = true, .eo = a.eo, .n_ctx = (int32_t)nt,
                          .threads = max_threads};
     mo.eo.timeline = a.timeline != NULL;
-    bool blkio = a.throttle > 0 && geteuid() == 0 && access("/sys/fs/cgroup/blkio", W_OK) == 0;
+    bool blkio = a.throttle > 0 && !a.throttle_sim && geteuid() == 0 && access("/sys/fs/cgroup/blkio", W_OK) == 0;
     if (a.throttle > 0 && !blkio) mo.eo.throttle_bps = a.throttle, a.throttle_how = "the store's simulated drive";
     if (cli_model_open(&cm, &mo)) return 1;
     cli_print_engine(&cm.eng, !a.json);

@@ -37,6 +37,9 @@ typedef struct {
     uint64_t prefetch_used;            /* ... that a router then asked for */
     uint64_t prefetch_wasted_bytes;    /* ... evicted without being used */
     uint64_t prefetch_cancelled;       /* guesses dropped before a byte was read (the router disagreed) */
+    uint64_t prefetch_skipped;         /* guesses not read: not worth it (--prefetch-admit) or no slot to spare */
+    uint64_t demand_reads;             /* demand read requests (chunks) given to the device */
+    uint64_t demand_behind_prefetch;   /* ... that found a prefetch read already at the device */
     uint64_t expert_bytes_loaded;      /* bytes of the experts read (demand + prefetch, no alignment) */
     uint64_t optimum_bytes;            /* what Belady's MIN would have loaded for this run's accesses */
     double optimum_ratio;              /* expert_bytes_loaded / optimum_bytes */

@@ -109,6 +109,9 @@ static int engine_options(const sluice_options *o, const sluice_open_extra *x, e
     eo->n_ctx_cap = x && x->n_ctx_cap > 0 ? x->n_ctx_cap : DEFAULT_CTX_CAP;
     if (x) eo->verify = x->verify, eo->fault = x->fault, eo->fault_ctx = x->fault_ctx;
     if (x) eo->policy = (cache_policy)x->policy, eo->policy_set = x->policy_set, eo->trace_out = x->trace_out;
+    if (x && (x->prefetch_admit < 0 || x->prefetch_admit >= PF_ADMIT_N_MODES))
+        return fail(err, cap, "prefetch_admit must be in [0, %d)", PF_ADMIT_N_MODES);
+    if (x) eo->prefetch_admit = (pf_admit_mode)x->prefetch_admit;
     if (o->n_ctx < 0) eo->n_ctx = 0;
     if (o->io) {
         int io = store_io_parse(o->io);
@@ -611,6 +614,9 @@ static void stream_figures(const sl_engine *e, gen_stats *st)
     st->prefetch_used = ss.prefetch_used;
     st->prefetch_wasted_bytes = ss.prefetch_wasted_bytes;
     st->prefetch_cancelled = ss.prefetch_cancelled;
+    st->prefetch_skipped = ss.prefetch_skipped;
+    st->demand_reads = ss.demand_reads;
+    st->demand_behind_prefetch = ss.demand_behind_prefetch;
     st->expert_bytes_loaded = ss.bytes_loaded;
     st->optimum_bytes = ss.optimum_bytes;
     st->optimum_ratio = ss.optimum_bytes ? (double)ss.bytes_loaded / (double)ss.optimum_bytes : 0;

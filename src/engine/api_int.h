@@ -17,6 +17,7 @@ typedef struct {
     int policy;             /* expert cache policy (cache.h), when policy_set (--cache-policy) */
     bool policy_set;
     const char *trace_out;  /* --trace-out: routing trace file (sluice_write_trace) */
+    int prefetch_admit;     /* which guesses the store reads (experts/admit.h; 0: cost) */
 } sluice_open_extra;
 
 int sluice_open_ex(sluice **out, const sluice_options *o, const sluice_open_extra *x, char *err, size_t err_cap);

@@ -237,6 +237,7 @@ static int start_streaming(sl_engine *e, sl_err *err)
     cfg.io = e->io;
     if (e->opts.policy_set) cfg.policy = e->opts.policy;
     cfg.throttle_bps = e->opts.throttle_bps;
+    cfg.prefetch_admit = e->opts.prefetch_admit;
     cfg.timeline = e->opts.timeline;
     cfg.pin_bytes = e->plan.pin;
     cfg.source = src;
@@ -407,6 +408,9 @@ void engine_stream_stats_get(const sl_engine *e, engine_stream_stats *out)
     out->demand_misses = st.misses;
     out->prefetch_reads = st.prefetch_issued;
     out->prefetch_cancelled = st.prefetch_cancelled;
+    out->prefetch_skipped = st.prefetch_skipped;
+    out->demand_reads = st.demand_reads;
+    out->demand_behind_prefetch = st.demand_behind_prefetch;
     out->bytes_loaded = st.bytes_needed + st.prefetch_bytes;
     out->read_busy_s = st.read_busy_s;
     out->policy = mmap_mode ? "page cache" : cache_policy_name(st.policy);

@@ -40,6 +40,7 @@ typedef struct {
     cache_policy policy;      /* expert cache eviction (used when policy_set) */
     bool policy_set;
     const char *trace_out;    /* write the routing trace here (engine_write_trace) */
+    pf_admit_mode prefetch_admit; /* which guesses the store reads (--prefetch-admit; 0: cost) */
     int32_t n_rollback;       /* positions a session can step back without a checkpoint (drafting) */
     double throttle_bps;      /* > 0: the store's simulated drive rate per file (bench --throttle) */
     bool timeline;            /* the store records a timeline (bench --timeline) */
@@ -60,7 +61,8 @@ typedef struct {
     double read_gbps;          /* expert bytes read / time spent reading */
     double prefill_read_amplification; /* prefill bytes read / bytes of distinct experts it used */
     uint64_t prefetch_used, prefetch_wasted_bytes;
-    uint64_t demand_misses, prefetch_reads, prefetch_cancelled;
+    uint64_t demand_misses, prefetch_reads, prefetch_cancelled, prefetch_skipped;
+    uint64_t demand_reads, demand_behind_prefetch; /* read requests (chunks); ... that found a guess at the device */
     uint64_t bytes_loaded;     /* experts read, demand + prefetch (no alignment) */
     uint64_t optimum_bytes, optimum_loads; /* Belady's MIN on the same accesses (0: not known) */
     double read_busy_s;        /* time with a read in flight */

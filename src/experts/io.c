@@ -94,6 +94,36 @@ static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
 static int queue_len(const queue *q) { return q->cls[0].n + q->cls[1].n; }
 static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
 
+/* ---- what the device did (io_counters) ---- */
+
+typedef struct {
+    io_counters c;
+    double since; /* when the device last went from idle to busy */
+} dev_meter;
+
+/* Read R goes to the device, which had INFLIGHT reads, INFLIGHT_PREFETCH
+ * of them guesses: a demand read that finds a guess there waits for it
+ * (a serial drive) or shares the bandwidth with it. */
+static void meter_start(dev_meter *m, const io_req *r, int inflight, int inflight_prefetch)
+{
+    if (!inflight) m->since = sl_now();
+    if (r->prio) return;
+    m->c.demand_reads++;
+    m->c.demand_behind_prefetch += inflight_prefetch > 0;
+}
+
+/* A read left the device at time T, which now has INFLIGHT reads. */
+static void meter_stop(dev_meter *m, int inflight, double t)
+{
+    if (!inflight) m->c.busy_s += (t > m->since ? t : m->since) - m->since;
+}
+
+static void meter_get(const dev_meter *m, int inflight, io_counters *out)
+{
+    *out = m->c;
+    if (inflight) out->busy_s += sl_now() - m->since; /* the busy stretch in progress */
+}
+
 /* ---- io_uring ---- */
 
 /* The ring's user_data is an index into `slot`, which remembers each
@@ -107,6 +137,15 @@ typedef struct {
     uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
     uint8_t *tries; /* [depth] transient failures in a row */
     int *free_slot, n_free;
+    /* io_uring does not say when a read landed, only that it had by the
+     * time it is reaped.  One reaped by poll landed after the last poll
+     * that found nothing (the store polls after every expert's compute),
+     * so a read landing during compute with no call in between (attention)
+     * is not counted busy until the next poll (uring_landed).  One reaped
+     * by wait landed just now. */
+    dev_meter meter;
+    double last_empty;  /* when a poll last found no completion */
+    bool polling;       /* uring_take called from poll */
 } uring_io;
 
 /* Demand first; a prefetch only while the device has no demand read. */
@@ -135,6 +174,7 @@ static int uring_fill(uring_io *u, sl_err *err)
         }
         int i = u->free_slot[--u->n_free];
         u->slot[i] = r;
+        meter_start(&u->meter, &r, u->inflight, u->inflight_prefetch);
         io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
         io_uring_sqe_set_data64(sqe, (uint64_t)i);
         u->inflight++, added++;
@@ -180,6 +220,15 @@ static int uring_again(uring_io *u, int i, int64_t res)
     return io_uring_submit(&u->ring) >= 0;
 }
 
+/* When the read just reaped landed (see uring_io.meter): by wait, now; by
+ * poll, between the last empty poll (or the busy stretch's start, if
+ * later) and now: the midpoint. */
+static double uring_landed(const uring_io *u)
+{
+    double now = sl_now(), lo = u->last_empty > u->meter.since ? u->last_empty : u->meter.since;
+    return u->polling ? (lo + now) / 2 : now;
+}
+
 /* Takes completion CQE: hands it out (returns 0, *D set) and refills the
  * ring, or reads the rest of a short or interrupted read (returns 1). */
 static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err *err)
@@ -199,6 +248,7 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err 
     u->inflight--;
     u->inflight_prefetch -= u->slot[i].prio != 0;
     u->free_slot[u->n_free++] = i;
+    meter_stop(&u->meter, u->inflight, uring_landed(u));
     return uring_fill(u, err);
 }
 
@@ -222,8 +272,14 @@ static int uring_poll(io_backend *b, io_done *d, sl_err *err)
 {
     uring_io *u = (uring_io *)b;
     struct io_uring_cqe *cqe;
-    if (!u->inflight || io_uring_peek_cqe(&u->ring, &cqe) != 0) return 0;
+    if (!u->inflight) return 0;
+    if (io_uring_peek_cqe(&u->ring, &cqe) != 0) {
+        u->last_empty = sl_now();
+        return 0;
+    }
+    u->polling = true;
     int rc = uring_take(u, cqe, d, err);
+    u->polling = false;
     return rc == 1 ? 0 : rc ? -1 : 1; /* 1 from take: the rest is being read */
 }
 
@@ -247,6 +303,12 @@ static void uring_set_prefetch_depth(io_backend *b, int depth)
     ((uring_io *)b)->prefetch_depth = depth < 1 ? 1 : depth;
 }
 
+static void uring_counters(io_backend *b, io_counters *out)
+{
+    uring_io *u = (uring_io *)b;
+    meter_get(&u->meter, u->inflight, out);
+}
+
 static void uring_destroy(io_backend *b)
 {
     uring_io *u = (uring_io *)b;
@@ -265,7 +327,7 @@ static void uring_destroy(io_backend *b)
 }
 
 static const io_ops URING_OPS = {uring_submit,  uring_wait,    uring_poll, uring_pending, uring_requeue,
-                                 uring_set_prefetch_depth, uring_destroy};
+                                 uring_set_prefetch_depth, uring_counters, uring_destroy};
 
 int io_uring_create(io_backend **out, int depth, sl_err *err)
 {
@@ -306,6 +368,7 @@ typedef struct {
     pthread_t *threads;
     io_throttle throttle;
     double free_at[IO_THROTTLE_MAX]; /* when each throttled fd is next free */
+    dev_meter meter; /* a reader holds a read from taking it until it has landed */
 } pread_io;
 
 /* Under the lock: when read R may complete on its simulated drive (0 if
@@ -354,6 +417,7 @@ static void *pread_worker(void *arg)
         io_req r;
         while (!p->stop && !pread_pop(p, &r)) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
+        meter_start(&p->meter, &r, p->busy, p->busy_prefetch);
         p->busy++;
         p->busy_prefetch += r.prio != 0;
         /* a simulated drive transfers from when it takes the read; the real
@@ -365,6 +429,7 @@ static void *pread_worker(void *arg)
         pthread_mutex_lock(&p->mu);
         p->busy--;
         p->busy_prefetch -= r.prio != 0;
+        meter_stop(&p->meter, p->busy, sl_now());
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         /* submit reserved its place: a completion is never dropped */
         p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res};
@@ -453,6 +518,14 @@ static void pread_set_prefetch_depth(io_backend *b, int depth)
     pthread_mutex_unlock(&p->mu);
 }
 
+static void pread_counters(io_backend *b, io_counters *out)
+{
+    pread_io *p = (pread_io *)b;
+    pthread_mutex_lock(&p->mu);
+    meter_get(&p->meter, p->busy, out);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void pread_destroy(io_backend *b)
 {
     pread_io *p = (pread_io *)b;
@@ -472,7 +545,7 @@ static void pread_destroy(io_backend *b)
 }
 
 static const io_ops PREAD_OPS = {pread_submit,  pread_wait,    pread_poll, pread_pending, pread_requeue,
-                                 pread_set_prefetch_depth, pread_destroy};
+                                 pread_set_prefetch_depth, pread_counters, pread_destroy};
 
 int io_pread_throttled_create(io_backend **out, int threads, const io_throttle *t, sl_err *err)
 {

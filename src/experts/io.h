@@ -40,6 +40,14 @@ typedef struct {
 typedef struct io_backend io_backend;
 
 enum { IO_KEEP = 0, IO_PROMOTE = 1, IO_DROP = 2 };
+
+/* What the device did, counted where reads go to it and come back (not
+ * where the caller reaps them, which may be a whole layer's compute later). */
+typedef struct {
+    double busy_s;                   /* time with at least one read at the device */
+    uint64_t demand_reads;           /* demand reads given to the device (promoted guesses included) */
+    uint64_t demand_behind_prefetch; /* ... of which found a prefetch read already at the device */
+} io_counters;
 /* Two chunks: a demand read arriving behind them waits 2 MiB at most. */
 enum { IO_DEFAULT_PREFETCH_DEPTH = 2 };
 
@@ -65,6 +73,8 @@ typedef struct {
                     int (*decide)(void *ctx, const io_req *r), void *ctx);
     /* Most prefetch reads at the device at once (>= 1). */
     void (*set_prefetch_depth)(io_backend *b, int depth);
+    /* The counters so far (io_counters). */
+    void (*counters)(io_backend *b, io_counters *out);
     void (*destroy)(io_backend *b);
 } io_ops;
 

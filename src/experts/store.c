@@ -17,6 +17,17 @@
 
 static uint32_t align_up(uint32_t x) { return (x + 4095u) & ~4095u; }
 
+/* What the admission rule knows about the disk and the compute, measured
+ * over forward passes (one token each when decoding): EMAs of the disk's
+ * busy share with needed reads, its rate while busy, and the compute time
+ * per layer, plus the counters at the last pass boundary. */
+typedef struct {
+    double busy, rate, compute_s;
+    double t;                  /* sl_now() at the last boundary (0: none yet) */
+    double dev_busy, io_wait;  /* device busy time, next()'s waits */
+    uint64_t read, needed, loaded, layers;
+} admit_est;
+
 enum { REQ_WAIT_SLOT, REQ_LOADING, REQ_READY, REQ_GIVEN, REQ_RELEASED };
 
 /* What a slot is doing: reads still outstanding, and which request of the
@@ -72,7 +83,6 @@ typedef struct {
     int *ready, n_ready;    /* FIFO of request indices ready to hand out */
     int ready_head;
     int n_done;             /* requests handed out */
-    double busy_since;      /* when the in-flight count last left zero */
     /* prefetch scoring: per layer, the last hint in rank order and the
      * share of hints of each rank the router then chose */
     int32_t *hint_ids, *hint_n; /* [n_layers][n_expert], [n_layers] */
@@ -80,7 +90,9 @@ typedef struct {
     uint8_t *mark;              /* [n_expert] scratch */
     int32_t *touched;           /* [n_expert] scratch: slots being settled */
     int n_touched, settle_layer;
-    double busy_frac, tok_t, tok_busy; /* disk busy share, EMA per token */
+    admit_est est;              /* the admission rule's figures */
+    uint64_t pf_used_bytes;     /* bytes of prefetched experts a demand then hit */
+    bool batch_pass;            /* this forward pass routed a batch (prefill) */
     store_event *tl;            /* timeline (cfg.timeline) */
     size_t n_tl, cap_tl;
     int32_t layer_ev;
@@ -172,7 +184,6 @@ static int submit_plan(store *s, int slot, sl_err *err)
     slot_state *ss = &s->slot[slot];
     read_plan *rp = &s->plan;
     for (int i = 0; i < rp->n; i++) rp->req[i].tag = make_tag(slot, rp->file[i]);
-    if (s->io->ops->pending(s->io) == 0) s->busy_since = sl_now();
     ss->expect = rp->expect;
     ss->got = 0;
     if (s->io->ops->submit(s->io, rp->req, rp->n, err)) {
@@ -283,7 +294,6 @@ static void reap_ready(store *s)
  * have landed (or failed). */
 static void complete(store *s, const io_done *d, double t1)
 {
-    if (s->io->ops->pending(s->io) == 0) s->st.read_busy_s += t1 - s->busy_since;
     uint64_t tag = d->tag, off = d->off;
     int64_t res = d->res;
     int slot = tag_slot(tag);
@@ -402,28 +412,50 @@ static void settle_prefetches(store *s, int layer, const int32_t *ids, int n)
     for (int i = 0; i < n; i++) s->mark[ids[i]] = 0;
 }
 
-/* The disk's busy share over recent tokens: how much slack a guess may use. */
+/* At a forward pass boundary: updates the admission rule's figures from
+ * the pass that ended.  The busy share counts device time (io.h: from a
+ * read reaching the device to its landing, not to when it was reaped),
+ * scaled by the share of the bytes loaded that were needed (demand reads
+ * and guesses then used): a wrong guess's own reads must not make the disk
+ * look busy, or the rule would starve itself.  A prefill pass says
+ * nothing about a decode step's compute, so it does not update that. */
 static void track_busy(store *s)
 {
-    double now = sl_now(), dt = now - s->tok_t;
-    if (s->tok_t > 0 && dt > 0) {
-        double f = (s->st.read_busy_s - s->tok_busy) / dt;
-        s->busy_frac += ((f > 1 ? 1 : f) - s->busy_frac) / 4;
+    admit_est *e = &s->est;
+    io_counters c;
+    s->io->ops->counters(s->io, &c);
+    double now = sl_now(), dt = now - e->t, db = c.busy_s - e->dev_busy;
+    uint64_t needed = s->st.bytes_needed + s->pf_used_bytes, loaded = s->st.bytes_needed + s->st.prefetch_bytes;
+    /* signed: a guess issued before the boundary and cancelled after it
+     * takes its bytes back out of `loaded` */
+    double dl = (double)loaded - (double)e->loaded, dn = (double)needed - (double)e->needed;
+    double dr = (double)s->st.bytes_read - (double)e->read;
+    const double w = 1.0 / 4; /* about the last four tokens */
+    if (e->t > 0 && dt > 0) {
+        double f = (db > dt ? 1 : db / dt) * (dl > 0 && dn < dl ? (dn > 0 ? dn / dl : 0) : 1);
+        e->busy += w * (f - e->busy);
+        if (db > 0 && dr > 0) e->rate = e->rate > 0 ? e->rate + w * (dr / db - e->rate) : dr / db;
+        uint64_t nl = s->st.layers - e->layers;
+        double wait = s->st.io_wait_s - e->io_wait, cs = nl ? (dt > wait ? dt - wait : 0) / (double)nl : 0;
+        if (nl && !s->batch_pass) e->compute_s = e->compute_s > 0 ? e->compute_s + w * (cs - e->compute_s) : cs;
     }
-    s->tok_t = now, s->tok_busy = s->st.read_busy_s;
+    *e = (admit_est){.busy = e->busy, .rate = e->rate, .compute_s = e->compute_s, .t = now, .dev_busy = c.busy_s,
+                     .io_wait = s->st.io_wait_s, .read = s->st.bytes_read, .needed = needed, .loaded = loaded,
+                     .layers = s->st.layers};
+    s->batch_pass = false;
 }
 
 /* Whether a guess of rank RANK (0 = the router's likeliest) for LAYER is
- * worth a read: its rank's measured precision against what a read costs.
- * With the disk mostly idle a guess right one time in four still pays (it
- * uses time the disk would idle); once the disk is the bottleneck a wrong
- * read is a demand read's bandwidth lost, so more than half must be used.
- * A batch's hint (prefill: most of the layer) is always worth it. */
+ * worth a read, by the configured rule (admit.h), with the rank's measured
+ * precision as its probability of use.  A batch's hint (prefill: most of
+ * the layer) is always worth it. */
 static bool worth_reading(const store *s, int layer, int rank, int n_hint)
 {
-    if (n_hint > s->L->n_used) return true;
-    float p = s->rank_prec[(int64_t)layer * PF_RANKS + (rank < PF_RANKS ? rank : PF_RANKS - 1)];
-    return p >= (s->busy_frac > 0.5 ? 0.5f : 0.25f);
+    if (n_hint > s->L->n_used || s->cfg.prefetch_admit == PF_ADMIT_OFF) return true;
+    double p = s->rank_prec[(int64_t)layer * PF_RANKS + (rank < PF_RANKS ? rank : PF_RANKS - 1)];
+    if (s->cfg.prefetch_admit == PF_ADMIT_RANK) return pf_admit_rank(p, s->est.busy);
+    double read_s = s->est.rate > 0 ? (double)expert_layout_bytes(s->L, layer) / s->est.rate : 0;
+    return pf_admit_cost(p, read_s, s->est.compute_s, s->est.busy);
 }
 
 /* Appends a layer's experts to the access log (a failed allocation only
@@ -452,6 +484,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     s->last_layer = s->layer = layer;
     s->n = n, s->n_ready = s->ready_head = s->n_done = 0;
     s->st.layers++;
+    s->batch_pass |= n > s->L->n_used;
     s->layer_ev = tl_start(s, TL_LAYER, layer, -1, sl_now());
     if (s->cfg.record) heat_recorder_use(s->cfg.record, layer, ids, n);
     if (s->cache) {
@@ -477,6 +510,7 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
         slot_state *ss = &s->slot[slot];
         if (ss->prefetched) {
             s->st.prefetch_used++;
+            s->pf_used_bytes += expert_layout_bytes(s->L, layer);
             s->st.prefetch_late += ss->chunks_left > 0;
             ss->prefetched = false;
         }
@@ -537,6 +571,9 @@ static void st_release(expert_provider *p, int i)
     if (s->cfg.io == STORE_IO_MMAP) return;
     s->slot[s->req[i].slot].req = -1;
     cache_unpin(s->cache, s->req[i].slot);
+    /* reads that landed during this expert's compute: io_uring's device
+     * meter sees a read leave only when it is reaped (io.h) */
+    reap_ready(s);
 }
 
 /* Releases the layer's slots.  Reads still in flight (after an error) keep
@@ -789,6 +826,16 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
     const store *s = (const store *)p;
     *out = s->st;
     out->accesses = (uint64_t)s->n_log;
+    if (s->io) {
+        io_counters c;
+        s->io->ops->counters(s->io, &c);
+        out->read_busy_s = c.busy_s;
+        out->demand_reads = c.demand_reads;
+        out->demand_behind_prefetch = c.demand_behind_prefetch;
+    }
+    out->admit_busy = s->est.busy;
+    out->admit_compute_s = s->est.compute_s;
+    out->admit_read_s = s->est.rate > 0 ? (double)s->slot_bytes / s->est.rate : 0; /* the largest expert */
     if (s->cache) {
         cache_counters c = cache_get_counters(s->cache);
         out->evictions = c.evictions;

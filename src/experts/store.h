@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "experts/admit.h"
 #include "experts/cache.h"
 #include "experts/heat.h"
 #include "experts/io.h"
@@ -30,6 +31,7 @@ typedef struct {
     double half_life;      /* LFRU half-life in forward passes */
     int queue_depth;       /* reads in flight */
     int prefetch_depth;    /* prefetch reads in flight at most (0: io.h's default) */
+    pf_admit_mode prefetch_admit; /* which guesses are worth a read (admit.h; default cost) */
     uint32_t chunk_bytes;  /* reads are split into chunks of at most this */
     /* Test hook (test builds only, util/fault.h: ignored in a release
      * build): may turn a completed read into an error (-errno). */
@@ -65,7 +67,7 @@ typedef struct {
     uint64_t hits, misses, evictions;
     uint64_t distinct;         /* distinct (layer, expert) pairs used so far */
     uint64_t distinct_bytes;   /* their bytes */
-    double read_busy_s;        /* wall time with at least one read in flight */
+    double read_busy_s;        /* wall time with at least one read at the device */
     uint64_t layers;           /* begin() calls */
     double io_wait_s;          /* time next() blocked on I/O */
     uint64_t prefetch_issued;  /* experts read on a hint */
@@ -76,7 +78,12 @@ typedef struct {
     uint64_t prefetch_failed;  /* prefetch reads that failed (re-read on demand) */
     uint64_t prefetch_cancelled; /* guesses the router disagreed with, dropped before any byte was read */
     uint64_t prefetch_promoted;  /* guesses the router confirmed while still queued: read as demand */
-    uint64_t prefetch_skipped;   /* guesses not worth a read (rank precision, or the cache had no room worth it) */
+    uint64_t prefetch_skipped;   /* guesses not worth a read (the admission rule, or the cache had no room worth it) */
+    uint64_t demand_reads;       /* demand read requests (chunks) given to the device */
+    uint64_t demand_behind_prefetch; /* ... that found a prefetch read already at the device */
+    /* the admission rule's current figures (admit.h): disk busy share with
+     * needed reads, one expert's read time and one layer's compute time */
+    double admit_busy, admit_read_s, admit_compute_s;
     uint64_t retries;          /* expert loads read again from another copy after a failure */
     uint64_t accesses;         /* experts asked for so far (the optimum's log position) */
     int slots;                 /* cache capacity in experts */

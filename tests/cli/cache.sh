@@ -47,6 +47,39 @@ assert any(any(p) for p in t["predicted"]), "no predictions recorded"
 ' "$T/$pol.stats" "$T/$pol.trace" 2>&1); then ok "$name"; else notok "$name" "$msg"; fi
 done
 
+# The admission rules (--prefetch-admit): same logits; the demand-behind-
+# prefetch counters present and consistent (a part of the demand reads,
+# none without prefetch, each demand miss at least one read request).
+for adm in cost rank off; do
+    for pf in auto off; do
+        name="run --prefetch $pf --prefetch-admit $adm: logits = in RAM, demand-behind-prefetch counters consistent"
+        if ! "$BIN" run -m "$MODEL" --temp 0 -n 24 -p "$P" --mem "$MEM" --no-heat --prefetch $pf --prefetch-admit $adm \
+            --stats-json "$T/adm.stats" --logits-out "$T/adm.logits" >/dev/null 2>"$T/adm.err"; then
+            notok "$name" "$(head -c 300 "$T/adm.err")"
+            continue
+        fi
+        if ! cmp -s "$T/ram.logits" "$T/adm.logits"; then
+            notok "$name" "prompt logits differ from the in-RAM run"
+            continue
+        fi
+        if msg=$(py '
+s = json.load(open(sys.argv[1])); st = s.get("stats", s); pf = sys.argv[2]
+for k in ("demand_reads", "demand_behind_prefetch", "prefetch_skipped", "demand_misses", "prefetch_reads"):
+    assert k in st, "no %s in --stats-json" % k
+assert 0 <= st["demand_behind_prefetch"] <= st["demand_reads"], st
+assert st["demand_reads"] >= st["demand_misses"] > 0, st
+assert 0 <= st["disk_busy_fraction"] <= 1.05, st["disk_busy_fraction"]
+if pf == "off":
+    assert st["demand_behind_prefetch"] == 0 and st["prefetch_reads"] == 0 and st["prefetch_skipped"] == 0, st
+else:
+    assert st["prefetch_reads"] > 0, "no guess read"
+' "$T/adm.stats" "$pf" 2>&1); then ok "$name"; else notok "$name" "$msg"; fi
+    done
+done
+name="--prefetch-admit bogus is refused before any work"
+if ! "$BIN" run -m "$MODEL" -n 1 -p hi --mem "$MEM" --prefetch-admit maybe >"$T/o4" 2>"$T/e4" &&
+    grep -q "prefetch-admit" "$T/e4" && [ ! -s "$T/o4" ]; then ok "$name"; else notok "$name" "$(head -c 300 "$T/e4")"; fi
+
 name="replay of a run's trace: opt hits at least as often as lru, lfru and ahead"
 if "$BIN" replay --trace "$T/ahead.trace" --slots 19,40,96 >"$T/replay.txt" 2>"$T/replay.err" &&
     msg=$(py '
@@ -90,7 +123,9 @@ assert "greedy continuations of 1 real texts" in txt and "empty before the first
 assert "throttled to 0.20 GB/s" in txt and "ceiling" in txt, txt[-400:]
 j = json.load(open(sys.argv[2]))["streaming"]
 tg = j["per_threads"][0]["tg"]
-assert j["throttle_bps"] == 2e8 and j["cold"] is True
+assert j["throttle_bps"] == 2e8 and j["cold"] is True and j["prefetch_admit"] == "cost", j
+assert 0 <= tg["demand_behind_prefetch"] <= tg["demand_reads"] and tg["demand_reads"] > 0, tg
+assert "demand reads behind a prefetch" in txt, txt[-400:]
 assert tg["optimum_bytes_per_token"] > 0 and 0 <= tg["prefetch_waste_share"] < 1 and 0 < tg["disk_busy_share"] <= 1.01, tg
 svg = ET.parse(sys.argv[3]).getroot()
 texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
