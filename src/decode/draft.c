@@ -98,7 +98,7 @@ static void point_masses(draft_proposal *p, int from, draft_kind kind)
 
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err)
 {
-    p->n = 0, p->n_synced = 0, p->sync_s = 0;
+    p->n = 0;
     if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
     if (kmax <= 0) return 0;
     switch (d->kind) {

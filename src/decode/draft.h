@@ -39,11 +39,6 @@ typedef struct {
     const sl_cand *q[DRAFT_MAX];
     size_t n_q[DRAFT_MAX];
     draft_kind kind[DRAFT_MAX]; /* which proposer drafted it (combined mode) */
-    /* a draft model catching up with the sequence before it drafts: the
-     * tokens it evaluated and the seconds that took (part of the proposal's
-     * time; the economics count it per target token, not per draft) */
-    int32_t n_synced;
-    double sync_s;
 } draft_proposal;
 
 typedef struct drafter drafter;

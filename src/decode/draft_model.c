@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "decode/draft_model.h"
-#include "util/clock.h"
 
 struct draft_model {
     sl_model *m;
@@ -201,9 +200,8 @@ int draft_model_set_sampling(draft_model *dm, const sampler_params *p, sl_err *e
     return sampler_create(&dm->smp, &d, dm->n_vocab, err);
 }
 
-/* Brings the draft session to HIST[0, N) with the logits after it; P
- * learns what that cost. */
-static int sync(draft_model *dm, const int32_t *hist, size_t n, draft_proposal *p, sl_err *err)
+/* Brings the draft session to HIST[0, N) with the logits after it. */
+static int sync(draft_model *dm, const int32_t *hist, size_t n, sl_err *err)
 {
     if (n == 0 || n + DRAFT_MAX + 1 > dm->cap) return sl_errf(err, "draft: %zu tokens do not fit its context", n);
     size_t pos = (size_t)session_pos(dm->s), keep = 0;
@@ -212,10 +210,7 @@ static int sync(draft_model *dm, const int32_t *hist, size_t n, draft_proposal *
     while (keep > 0 && !session_can_rewind(dm->s, (int32_t)keep)) keep--;
     if (session_rewind(dm->s, (int32_t)keep, err)) return -1;
     memcpy(dm->toks + keep, hist + keep, (n - keep) * sizeof *hist);
-    double t0 = sl_now();
-    int rc = session_eval(dm->s, dm->toks + keep, (int32_t)(n - keep), dm->logits, false, err);
-    p->n_synced = (int32_t)(n - keep), p->sync_s = sl_now() - t0;
-    return rc;
+    return session_eval(dm->s, dm->toks + keep, (int32_t)(n - keep), dm->logits, false, err);
 }
 
 /* The most likely token's probability under the softmax of LOGITS. */
@@ -240,7 +235,7 @@ static int propose_same(draft_model *dm, const int32_t *hist, size_t n, int kmax
                         sl_err *err)
 {
     p->n = 0;
-    if (sync(dm, hist, n, p, err)) return -1;
+    if (sync(dm, hist, n, err)) return -1;
     size_t at = n;
     for (int k = 0; k < kmax; k++) {
         int32_t t;
@@ -325,7 +320,7 @@ static int propose_cross(draft_model *dm, const int32_t *hist, size_t n, int kma
         free(ids);
         return 0;
     }
-    int rc = sync(dm, ids, nid, p, &e);
+    int rc = sync(dm, ids, nid, &e);
     free(ids);
     if (rc) return 0;
     int32_t d[DRAFT_MAX + XV_EXTRA];

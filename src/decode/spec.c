@@ -35,8 +35,7 @@ struct spec {
     /* economics (adaptive K) */
     ema t_plain;                /* seconds of a plain step */
     ema t_verify[DRAFT_MAX + 1]; /* seconds of a verification of K drafts */
-    ema t_draft;                /* seconds of proposing one token, catching up aside */
-    ema t_sync;                 /* seconds of a draft model catching up one target token, in step */
+    ema t_draft;                /* seconds of proposing one token */
     double acc_kept[DRAFT_MAX], acc_tried[DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
     int32_t since_probe;        /* plain steps since the last drafted one */
     int32_t probe_gap;          /* plain steps between probes now */
@@ -134,15 +133,6 @@ static double verify_cost(const spec *sp, int k)
     return c > 0 ? c : mean;
 }
 
-/* Seconds of a step with K drafts that yields TOKENS: the verification,
- * the drafts, and the draft model following the tokens kept (in steady
- * drafting it evaluates each once; a catch-up after a stretch of plain
- * steps is not what the next step costs, so it is not counted). */
-static double step_cost(const spec *sp, int k, double tokens)
-{
-    return verify_cost(sp, k) + k * (sp->t_draft.n ? sp->t_draft.v : 0) + tokens * (sp->t_sync.n ? sp->t_sync.v : 0);
-}
-
 /* Whether drafting could beat a plain step even if every draft were kept.
  * The costs are measured and move slowly; acceptance is what a probe
  * would learn.  A draft as slow as the target (a small model beside a
@@ -152,7 +142,7 @@ static bool could_pay(const spec *sp, int kmax)
 {
     if (!sp->t_draft.n || !sp->t_plain.n) return true;
     for (int k = 1; k <= kmax; k++)
-        if ((k + 1) / step_cost(sp, k, k + 1) > MARGIN / sp->t_plain.v) return true;
+        if ((k + 1) / (verify_cost(sp, k) + k * sp->t_draft.v) > MARGIN / sp->t_plain.v) return true;
     return false;
 }
 
@@ -187,8 +177,8 @@ static int choose_k(spec *sp, int room)
     double best = 1 / sp->t_plain.v;
     int bk = 0;
     for (int k = sp->o.k_min; k <= kmax; k++) {
-        double e = expected_tokens(sp, k), t = step_cost(sp, k, e);
-        double r = t > 0 ? e / t : 0;
+        double t = verify_cost(sp, k) + k * (sp->t_draft.n ? sp->t_draft.v : 0);
+        double r = t > 0 ? expected_tokens(sp, k) / t : 0;
         if (r > best * (bk ? 1 : MARGIN)) best = r, bk = k;
     }
     if (bk == 0) return probe_k(sp, kmax);
@@ -302,8 +292,7 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     sanitize(&p, sp->n_vocab);
     double t1 = sl_now();
     sp->st.draft_s += t1 - t0;
-    if (p.n) ema_add(&sp->t_draft, (t1 - t0 - p.sync_s) / p.n, 0.1);
-    if (p.n && p.n_synced > 0 && p.n_synced <= DRAFT_MAX + 2) ema_add(&sp->t_sync, p.sync_s / p.n_synced, 0.1);
+    if (p.n) ema_add(&sp->t_draft, (t1 - t0) / p.n, 0.1);
     if (p.n < sp->o.k_min) return plain_step(sp, q, smp, e, id, err);
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
