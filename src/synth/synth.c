@@ -304,6 +304,13 @@ static void m_f32(meta *m, const char *key, float v)
     if (!m->rc) m->rc = gguf_w_kv_f32(m->w, k, v, m->err);
 }
 
+static void m_bool(meta *m, const char *key, bool v)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", m->arch, key);
+    if (!m->rc) m->rc = gguf_w_kv_bool(m->w, k, v, m->err);
+}
+
 static void meta_common(meta *m, const synth_shape *s, uint64_t n_vocab)
 {
     m_u32(m, "block_count", s->n_layer);
@@ -353,11 +360,7 @@ static void meta_deepseek2(meta *m, const synth_shape *s)
     m_u32(m, "expert_feed_forward_length", s->n_ff_exp);
     m_u32(m, "expert_shared_count", s->n_expert_shared);
     m_f32(m, "expert_weights_scale", s->weights_scale);
-    if (s->weights_norm) {
-        char k[128];
-        snprintf(k, sizeof k, "%s.expert_weights_norm", m->arch);
-        if (!m->rc) m->rc = gguf_w_kv_bool(m->w, k, true, m->err);
-    }
+    if (s->weights_norm) m_bool(m, "expert_weights_norm", true);
     m_u32(m, "rope.dimension_count", s->qk_rope);
     if (s->yarn_factor > 0) m_f32(m, "rope.scaling.yarn_log_multiplier", 0.1f * s->yarn_mscale_all_dim);
 }
@@ -439,9 +442,7 @@ static void meta_glm(meta *m, const synth_shape *s)
     m_f32(m, "expert_weights_scale", s->weights_scale);
     m_u32(m, "expert_gating_func", s->gating);
     m_u32(m, "nextn_predict_layers", 0);
-    char k[128];
-    snprintf(k, sizeof k, "%s.expert_weights_norm", m->arch);
-    if (!m->rc) m->rc = gguf_w_kv_bool(m->w, k, s->weights_norm, m->err);
+    m_bool(m, "expert_weights_norm", s->weights_norm);
 }
 
 /* llama_ftype of a file whose bulk is TYPE (llama.h) */
