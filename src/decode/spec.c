@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/draft_cost.h"
 #include "decode/spec.h"
+#include "experts/store.h"
 #include "util/clock.h"
 
 enum { PROBE_EVERY = 24 };   /* plain steps before the first probe once drafting stopped paying */
@@ -33,8 +35,7 @@ struct spec {
     sl_rng rng;  /* acceptance draws (temperature > 0) */
     spec_stats st;
     /* economics (adaptive K) */
-    ema t_plain;                /* seconds of a plain step */
-    ema t_verify[DRAFT_MAX + 1]; /* seconds of a verification of K drafts */
+    draft_cost cost;            /* predicted seconds of a pass over n positions (draft_cost.h) */
     ema t_draft;                /* seconds of proposing one token */
     double acc_kept[DRAFT_MAX], acc_tried[DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
     int32_t since_probe;        /* plain steps since the last drafted one */
@@ -43,7 +44,11 @@ struct spec {
     int32_t since_plain;        /* drafted steps since the last plain one */
     /* union of experts per verification pass (route observer) */
     const expert_layout *layout;
-    bool counting;
+    const expert_provider *store; /* NULL: experts in RAM */
+    bool counting, verifying;
+    /* the pass being evaluated, summed over its MoE layers */
+    int64_t pass_layers, pass_distinct, pass_first, pass_first_held, pass_extra, pass_extra_held;
+    double pass_missing_bytes;
 };
 
 int spec_create(spec **out, drafter *d, const spec_opts *o, int32_t n_vocab, sl_err *err)
@@ -57,6 +62,7 @@ int spec_create(spec **out, drafter *d, const spec_opts *o, int32_t n_vocab, sl_
     if (sp->o.k_min <= 0) sp->o.k_min = 1;
     sp->n_vocab = n_vocab;
     sp->probe_gap = PROBE_EVERY;
+    dcost_init(&sp->cost, 0, 0, 0);
     sp->rows = malloc(sizeof(float) * (size_t)n_vocab * (DRAFT_MAX + 1));
     if (!sp->rows) {
         free(sp);
@@ -78,7 +84,21 @@ drafter *spec_drafter(const spec *sp) { return sp->d; }
 void spec_seed(spec *sp, uint32_t seed) { rng_seed(&sp->rng, seed ^ 0x5bd1e995u); }
 const spec_stats *spec_get_stats(const spec *sp) { return &sp->st; }
 void spec_reset_stats(spec *sp) { memset(&sp->st, 0, sizeof sp->st); }
-void spec_set_layout(spec *sp, const expert_layout *L) { sp->layout = L; }
+void spec_set_layout(spec *sp, const expert_layout *L)
+{
+    sp->layout = L;
+    double bytes = 0; /* one expert of every MoE layer */
+    for (int l = 0; L && l < L->n_layers; l++) bytes += (double)expert_layout_bytes(L, l);
+    if (L) dcost_init(&sp->cost, L->n_used, L->n_expert, bytes);
+}
+
+void spec_set_store(spec *sp, const expert_provider *store) { sp->store = store; }
+
+/* Whether the store held (LAYER, ID) when the router asked (RAM: always). */
+static bool held(const spec *sp, int layer, int32_t id)
+{
+    return !sp->store || expert_store_holds(sp->store, layer, id);
+}
 
 void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
 {
@@ -87,14 +107,55 @@ void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
     uint64_t bytes = 0;
     const expert_layer *el = &sp->layout->layer[layer];
     for (int i = 0; i < el->n_parts; i++) bytes += el->parts[i].bytes;
-    /* one call per MoE layer and pass: the distinct experts of its T x K ids */
-    uint64_t distinct = 0;
+    /* one call per MoE layer and pass, before the store plans it: the
+     * distinct experts of its T x K ids, and which of them the cache holds
+     * (the first position's K, then the rest of the union) */
+    uint64_t distinct = 0, missing = 0;
     for (int i = 0; i < T * K; i++) {
         bool dup = false;
         for (int j = 0; j < i && !dup; j++) dup = ids[j] == ids[i];
-        distinct += !dup;
+        if (dup) continue;
+        distinct++;
+        bool h = held(sp, layer, ids[i]);
+        missing += !h;
+        if (i < K) sp->pass_first++, sp->pass_first_held += h;
+        else sp->pass_extra++, sp->pass_extra_held += h;
     }
-    sp->st.union_expert_bytes += distinct * bytes;
+    sp->pass_layers++;
+    sp->pass_distinct += (int64_t)distinct;
+    sp->pass_missing_bytes += (double)(missing * bytes);
+    if (sp->verifying) sp->st.union_expert_bytes += distinct * bytes;
+}
+
+/* --------------------------------------------------- measured pass costs */
+
+/* The store's cumulative read waits, and its read rate into the model. */
+static double store_wait(spec *sp)
+{
+    if (!sp->store) return 0;
+    store_stats ss;
+    expert_store_stats(sp->store, &ss);
+    dcost_set_rate(&sp->cost, ss.admit_read_s > 0 ? (double)ss.slot_bytes / ss.admit_read_s : 0);
+    return ss.io_wait_s;
+}
+
+static void pass_begin(spec *sp, bool verifying)
+{
+    sp->pass_layers = sp->pass_distinct = sp->pass_first = sp->pass_first_held = sp->pass_extra = sp->pass_extra_held = 0;
+    sp->pass_missing_bytes = 0;
+    sp->counting = true, sp->verifying = verifying;
+}
+
+/* The pass over N positions ended; the step took SECONDS, WAIT of them
+ * waiting for reads. */
+static void pass_end(spec *sp, int n)
+{
+    sp->counting = sp->verifying = false;
+    if (!sp->pass_layers) return;
+    double L = (double)sp->pass_layers;
+    dcost_observe_routes(&sp->cost, n, (double)sp->pass_distinct / L,
+                         sp->pass_first ? (double)sp->pass_first_held / (double)sp->pass_first : 1,
+                         sp->pass_extra ? (double)sp->pass_extra_held / (double)sp->pass_extra : 1);
 }
 
 /* ------------------------------------------------------------ economics */
@@ -113,25 +174,8 @@ static double expected_tokens(const spec *sp, int k)
     return e;
 }
 
-/* Seconds to verify K drafts: measured where known, else a least-squares
- * line through what is known (the plain step is K = 0). */
-static double verify_cost(const spec *sp, int k)
-{
-    if (sp->t_verify[k].n >= 2) return sp->t_verify[k].v;
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
-    for (int j = 0; j <= DRAFT_MAX; j++) {
-        const ema *e = j ? &sp->t_verify[j] : &sp->t_plain;
-        if (!e->n) continue;
-        sx += j, sy += e->v, sxx += (double)j * j, sxy += j * e->v, n++;
-    }
-    if (n == 0) return 1 + 0.1 * k;
-    double mean = sy / n;
-    if (n < 2 || sxx * n - sx * sx <= 0) return mean * (1 + 0.1 * k); /* a mild prior slope */
-    double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
-    if (b < 0) b = 0;
-    double c = a + b * k;
-    return c > 0 ? c : mean;
-}
+/* Predicted seconds of verifying K drafts (K = 0: a plain step). */
+static double verify_cost(const spec *sp, int k) { return dcost_predict(&sp->cost, k + 1); }
 
 /* Whether drafting could beat a plain step even if every draft were kept.
  * The costs are measured and move slowly; acceptance is what a probe
@@ -140,9 +184,9 @@ static double verify_cost(const spec *sp, int k)
  * probe first runs the draft over every token since the last one. */
 static bool could_pay(const spec *sp, int kmax)
 {
-    if (!sp->t_draft.n || !sp->t_plain.n) return true;
+    if (!sp->t_draft.n || !sp->cost.c[1].n) return true;
     for (int k = 1; k <= kmax; k++)
-        if ((k + 1) / (verify_cost(sp, k) + k * sp->t_draft.v) > MARGIN / sp->t_plain.v) return true;
+        if ((k + 1) / (verify_cost(sp, k) + k * sp->t_draft.v) > MARGIN / verify_cost(sp, 0)) return true;
     return false;
 }
 
@@ -168,19 +212,15 @@ static int choose_k(spec *sp, int room)
     if (kmax > room) kmax = room;
     if (kmax < sp->o.k_min) return 0;
     if (sp->o.k_max > 0) return kmax; /* fixed K */
-    if (!sp->t_plain.n) return 0; /* measure a plain step first: the yardstick */
+    if (!sp->cost.c[1].n) return 0; /* measure a plain step first: the yardstick */
     /* explore K by doubling: no long draft on the strength of priors alone */
     int explored = 0;
     for (int k = 1; k <= DRAFT_MAX; k++)
-        if (sp->t_verify[k].n) explored = k;
+        if (sp->cost.c[k + 1].n) explored = k;
     if (kmax > 2 * explored + 2) kmax = 2 * explored + 2;
-    double best = 1 / sp->t_plain.v;
-    int bk = 0;
-    for (int k = sp->o.k_min; k <= kmax; k++) {
-        double t = verify_cost(sp, k) + k * (sp->t_draft.n ? sp->t_draft.v : 0);
-        double r = t > 0 ? expected_tokens(sp, k) / t : 0;
-        if (r > best * (bk ? 1 : MARGIN)) best = r, bk = k;
-    }
+    double tokens[DRAFT_MAX + 1];
+    for (int k = 0; k <= kmax; k++) tokens[k] = expected_tokens(sp, k);
+    int bk = dcost_choose(&sp->cost, tokens, sp->t_draft.n ? sp->t_draft.v : 0, sp->o.k_min, kmax, MARGIN);
     if (bk == 0) return probe_k(sp, kmax);
     sp->since_probe = 0, sp->probed = false, sp->probe_gap = PROBE_EVERY;
     /* a plain step now and then keeps its measured cost current */
@@ -254,10 +294,12 @@ static void sanitize(draft_proposal *p, int32_t n_vocab)
 
 static int plain_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err)
 {
-    double t0 = sl_now();
+    double w0 = store_wait(sp), t0 = sl_now();
+    pass_begin(sp, false);
     int rc = seq_eval(q, err);
+    pass_end(sp, 1);
     if (rc == 0) rc = gen_sample(q, smp, e, id, err);
-    ema_add(&sp->t_plain, sl_now() - t0, 0.25);
+    dcost_observe_time(&sp->cost, 1, sl_now() - t0, store_wait(sp) - w0, sp->pass_missing_bytes);
     sp->st.k_hist[0]++;
     sp->st.plain_steps++;
     return rc;
@@ -296,9 +338,11 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     if (p.n < sp->o.k_min) return plain_step(sp, q, smp, e, id, err);
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
-    sp->counting = true;
+    double w0 = store_wait(sp), predicted = verify_cost(sp, p.n);
+    t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
+    pass_begin(sp, true);
     int rc = session_eval(q->s, q->toks + pos, p.n + 1, sp->rows, true, err);
-    sp->counting = false;
+    pass_end(sp, p.n + 1);
     if (rc) {
         q->n = n0;
         return -1;
@@ -333,6 +377,8 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     }
     double dt = sl_now() - t1;
     sp->st.verify_s += dt;
-    ema_add(&sp->t_verify[p.n], dt, 0.25);
+    sp->st.verify_predicted_s += predicted;
+    sp->st.verify_abs_err_s += fabs(predicted - dt);
+    dcost_observe_time(&sp->cost, p.n + 1, dt, store_wait(sp) - w0, sp->pass_missing_bytes);
     return rc;
 }

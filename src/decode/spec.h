@@ -17,9 +17,11 @@
  *
  * Economics (adaptive K): each step picks the K in [0, k_max] with the most
  * expected tokens per second, from the measured acceptance by depth, the
- * measured cost of drafting a token and of verifying K + 1 positions (a
- * least-squares line through the measured step times; that time includes
- * reading the union of the positions' experts that the cache did not hold).
+ * measured cost of drafting a token and the predicted cost of verifying
+ * K + 1 positions (draft_cost.h: compute measured per positions, plus the
+ * union's experts the cache is expected not to hold, from its hit rate for
+ * a position's own experts and for the rest of the union and the measured
+ * growth of the union with K, at the store's measured read rate).
  * K = 0 is a plain step; after a run of them a probe step measures again. */
 #ifndef SLUICE_SPEC_H
 #define SLUICE_SPEC_H
@@ -46,6 +48,8 @@ typedef struct {
     int64_t k_hist[DRAFT_MAX + 1];         /* steps by K chosen (K = 0: plain) */
     double draft_s, verify_s;              /* proposing; the verification passes and their sampling */
     uint64_t union_expert_bytes;           /* bytes of the distinct experts the verification passes routed to */
+    double verify_predicted_s;             /* the cost model's predictions of those passes (draft_cost.h) */
+    double verify_abs_err_s;               /* sum of |predicted - measured| per verification */
 } spec_stats;
 
 typedef struct spec spec;
@@ -61,6 +65,9 @@ const spec_stats *spec_get_stats(const spec *sp);
 void spec_reset_stats(spec *sp);
 /* The target's expert layout, for union_expert_bytes (NULL: not counted). */
 void spec_set_layout(spec *sp, const expert_layout *L);
+/* The expert store when experts stream (NULL: in RAM): its cache's
+ * residency and measured read rate and waits feed the cost of a pass. */
+void spec_set_store(spec *sp, const expert_provider *store);
 /* The route observer callback that counts the union of each verification
  * pass's experts (model_set_route_observer; the ctx is the spec). */
 void spec_observe_route(void *sp, int layer, const int32_t *ids, int T, int K);

@@ -192,6 +192,7 @@ static int open_draft(sluice *s, const sluice_options *o, uint64_t draft_reserve
     spec_opts so = {.k_max = o->draft_max, .k_min = o->draft_min};
     if (spec_create(&s->spec, s->draft, &so, nv, &e)) return fail(err, cap, "%s", e.msg);
     spec_set_layout(s->spec, model_expert_layout(s->eng.model));
+    spec_set_store(s->spec, s->eng.store);
     if (!s->eng.trace) { /* the routing trace has the observer otherwise: no union figure then */
         route_observer ob = {.route = spec_observe_route, .ctx = s->spec};
         model_set_route_observer(s->eng.model, &ob);
@@ -858,6 +859,9 @@ static void draft_json(const sluice *s, json_t *obj)
                                      : json_real((double)d->union_expert_bytes / (double)(d->accepted + d->steps ? d->accepted + d->steps : 1)));
     json_object_set_new(o, "draft_s", json_real(d->draft_s));
     json_object_set_new(o, "verify_s", json_real(d->verify_s));
+    /* the cost model's quality: its prediction of each verification against the measured time */
+    json_object_set_new(o, "verify_predicted_s", json_real(d->verify_predicted_s));
+    json_object_set_new(o, "verify_cost_mae_s", json_real(d->steps ? d->verify_abs_err_s / (double)d->steps : 0));
     json_object_set_new(obj, "draft", o);
 }
 

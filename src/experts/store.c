@@ -864,4 +864,11 @@ int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t
     return n < 0 ? -1 : 0;
 }
 
+bool expert_store_holds(const expert_provider *p, int layer, int expert)
+{
+    const store *s = (const store *)p;
+    if (!s->cache || layer < 0 || layer >= s->L->n_layers || expert < 0 || expert >= s->L->n_expert) return false;
+    return cache_find(s->cache, layer, expert) >= 0;
+}
+
 const struct expert_source *expert_store_source(const expert_provider *p) { return ((const store *)p)->src; }

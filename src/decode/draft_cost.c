@@ -1,0 +1,120 @@
+/* Predicted verification cost (draft_cost.h). */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "decode/draft_cost.h"
+
+static const double W = 0.25; /* EMA weight: about the last four samples */
+
+static void avg_add(dcost_avg *a, double x)
+{
+    a->v = a->n ? a->v + W * (x - a->v) : x;
+    a->n++;
+}
+
+void dcost_init(draft_cost *c, int n_used, int n_expert, double expert_bytes)
+{
+    memset(c, 0, sizeof *c);
+    c->n_used = n_used > 0 && n_expert > 0 ? n_used : 0;
+    c->n_expert = c->n_used ? n_expert : 0;
+    c->expert_bytes = expert_bytes > 0 ? expert_bytes : 0;
+}
+
+void dcost_set_rate(draft_cost *c, double bytes_per_s) { c->rate = bytes_per_s > 0 ? bytes_per_s : 0; }
+
+static bool pos_ok(int n) { return n >= 1 && n <= DCOST_MAX_POS; }
+
+void dcost_observe_routes(draft_cost *c, int n_pos, double distinct, double first_hit, double extra_hit)
+{
+    if (!pos_ok(n_pos) || !c->n_used) return;
+    avg_add(&c->h1, first_hit);
+    if (n_pos == 1) return;
+    avg_add(&c->u[n_pos], distinct);
+    if (distinct > c->n_used) avg_add(&c->hx, extra_hit);
+}
+
+void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s, double missing_bytes)
+{
+    if (!pos_ok(n_pos) || !(seconds > 0)) return;
+    if (wait_s < 0) wait_s = 0;
+    avg_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
+    /* wait per second of reading: only a step that read something says it */
+    if (c->rate > 0 && missing_bytes > 0) avg_add(&c->beta, wait_s / (missing_bytes / c->rate));
+}
+
+/* Uniform routing's expected distinct experts over N positions. */
+static double uniform_union(const draft_cost *c, int n)
+{
+    double e = c->n_expert, k = c->n_used;
+    return e * (1 - pow(1 - k / e, n));
+}
+
+double dcost_union(const draft_cost *c, int n_pos)
+{
+    if (!c->n_used || n_pos <= 1) return c->n_used;
+    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
+    if (c->u[n_pos].n) return c->u[n_pos].v;
+    /* the overlap measured at the nearest n (the lower one on a tie) */
+    double ratio = 1;
+    for (int d = 1; d < DCOST_MAX_POS; d++) {
+        int m = n_pos - d >= 2 && c->u[n_pos - d].n ? n_pos - d : n_pos + d <= DCOST_MAX_POS && c->u[n_pos + d].n ? n_pos + d : 0;
+        if (!m) continue;
+        ratio = (c->u[m].v - c->n_used) / (uniform_union(c, m) - c->n_used);
+        break;
+    }
+    double u = c->n_used + ratio * (uniform_union(c, n_pos) - c->n_used);
+    double top = fmin((double)n_pos * c->n_used, c->n_expert);
+    return u < c->n_used ? c->n_used : u > top ? top : u;
+}
+
+double dcost_missing_bytes(const draft_cost *c, int n_pos)
+{
+    if (!c->n_used || !(c->rate > 0)) return 0;
+    double h1 = c->h1.n ? c->h1.v : 0, hx = c->hx.n ? c->hx.v : h1;
+    double k = c->n_used, miss = k * (1 - h1) + (dcost_union(c, n_pos) - k) * (1 - hx);
+    return miss * c->expert_bytes;
+}
+
+double dcost_compute(const draft_cost *c, int n_pos)
+{
+    if (n_pos < 1) n_pos = 1;
+    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
+    if (c->c[n_pos].n >= 2) return c->c[n_pos].v;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    for (int j = 1; j <= DCOST_MAX_POS; j++) {
+        if (!c->c[j].n) continue;
+        sx += j, sy += c->c[j].v, sxx += (double)j * j, sxy += j * c->c[j].v, n++;
+    }
+    if (n == 0) return 1 + 0.1 * (n_pos - 1); /* nothing measured: any positive yardstick */
+    double mean = sy / n;
+    if (n < 2) { /* one point: a mild prior slope */
+        double t = mean * (1 + 0.1 * (n_pos - sx));
+        return t > 0 ? t : mean;
+    }
+    double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+    if (b < 0) b = 0;
+    double t = a + b * n_pos;
+    return t > 0 ? t : mean;
+}
+
+double dcost_predict(const draft_cost *c, int n_pos)
+{
+    double t = dcost_compute(c, n_pos);
+    if (c->rate > 0) t += (c->beta.n ? c->beta.v : 1) * dcost_missing_bytes(c, n_pos) / c->rate;
+    return t;
+}
+
+int dcost_choose(const draft_cost *c, const double *tokens, double draft_s, int k_min, int k_max, double margin)
+{
+    double t0 = dcost_predict(c, 1), best = t0 > 0 ? 1 / t0 : 0;
+    int bk = 0;
+    if (k_min < 1) k_min = 1;
+    if (k_max > DCOST_MAX_POS - 1) k_max = DCOST_MAX_POS - 1;
+    for (int k = k_min; k <= k_max; k++) {
+        double t = dcost_predict(c, k + 1) + k * draft_s;
+        double r = t > 0 ? tokens[k] / t : 0;
+        if (r > best * (bk ? 1 : margin)) best = r, bk = k;
+    }
+    return bk;
+}

@@ -1,0 +1,70 @@
+/* The cost of a speculative step's verification, predicted before it runs
+ * (docs/DRAFT.md, "Choosing K").  A pass over n positions costs
+ *
+ *     T(n) = C(n) + beta * missing_bytes(n) / rate
+ *
+ * C(n): the step's seconds not spent waiting for expert reads (compute and
+ *   sampling), measured per n (an average once seen twice, else a
+ *   least-squares line through the n measured, the plain step being n = 1).
+ * missing_bytes(n): the union's experts the cache will not hold, per MoE
+ *   layer  k (1 - h1) + (u(n) - k) (1 - hx)  experts of expert_bytes each
+ *   (one expert of every MoE layer):  k the experts a position routes to,
+ *   h1 the share of a position's own experts the cache held (or was
+ *   reading) when the router asked: the hit rate for the next token, which
+ *   every step, plain or drafted, measures; u(n) the distinct experts n
+ *   positions route to, learned from past verifications (the union's growth
+ *   is a property of the model's routing, not of the cache: an unmeasured n
+ *   gets uniform routing's E (1 - (1 - k/E)^n) scaled by the overlap seen at
+ *   the nearest measured n); hx the hit share of the union's experts beyond
+ *   the first position's (rarer experts, fewer hits).
+ * rate: the store's measured read rate while busy (0: experts in RAM, no
+ *   reads); beta: the seconds a step waited per second of its missing reads
+ *   (reads overlap compute and each other: measured, 1 until then).
+ *
+ * Pure arithmetic over what it is told, so tests drive it with synthetic
+ * measurements. */
+#ifndef SLUICE_DRAFT_COST_H
+#define SLUICE_DRAFT_COST_H
+
+#include <stdint.h>
+
+enum { DCOST_MAX_POS = 17 }; /* positions a pass verifies at most (DRAFT_MAX + 1) */
+
+typedef struct {
+    double v;
+    int64_t n;
+} dcost_avg; /* an exponential moving average and its sample count */
+
+typedef struct {
+    int n_used, n_expert;   /* experts per position and per MoE layer */
+    double expert_bytes;    /* bytes of one expert in every MoE layer */
+    double rate;            /* bytes/s while reading (0: nothing is read) */
+    dcost_avg c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
+    dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
+    dcost_avg h1, hx, beta;
+} draft_cost;
+
+/* N_USED, N_EXPERT: 0 for a dense model (nothing is ever read). */
+void dcost_init(draft_cost *c, int n_used, int n_expert, double expert_bytes);
+void dcost_set_rate(draft_cost *c, double bytes_per_s);
+
+/* A pass over N_POS positions routed DISTINCT experts per MoE layer on
+ * average; of the first position's experts a share FIRST_HIT was held, of
+ * the others (if any) EXTRA_HIT. */
+void dcost_observe_routes(draft_cost *c, int n_pos, double distinct, double first_hit, double extra_hit);
+/* A step over N_POS positions took SECONDS, WAIT_S of them waiting for
+ * reads, and MISSING_BYTES of its experts were not held. */
+void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s, double missing_bytes);
+
+double dcost_union(const draft_cost *c, int n_pos);         /* u(n) */
+double dcost_missing_bytes(const draft_cost *c, int n_pos); /* missing_bytes(n) */
+double dcost_compute(const draft_cost *c, int n_pos);       /* C(n) */
+double dcost_predict(const draft_cost *c, int n_pos);       /* T(n) */
+
+/* The K in {0} u [K_MIN, K_MAX] with the most tokens per second: K = 0
+ * yields 1 token in T(1); K drafts yield TOKENS[K] (expected) in
+ * T(K + 1) + K * DRAFT_S.  Drafting must beat the plain step by MARGIN
+ * (a factor) to be chosen. */
+int dcost_choose(const draft_cost *c, const double *tokens, double draft_s, int k_min, int k_max, double margin);
+
+#endif

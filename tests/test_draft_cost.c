@@ -1,0 +1,116 @@
+/* The verification cost model (src/decode/draft_cost.h) driven by synthetic
+ * measurements; every expected figure and choice is worked out by hand in
+ * the comments (k = 8 of E = 128 experts, 1 MB per expert of every MoE
+ * layer, a 1 GB/s disk: one missing expert costs 1 ms of reading). */
+#include <math.h>
+
+#include "decode/draft_cost.h"
+#include "t.h"
+
+static const double MS = 1e-3;
+
+#define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 + 1e-9 * fabs(b))
+
+/* In RAM: the choice is tokens / (C(K + 1) + K * draft) against 1 / C(1). */
+static void case_ram(void)
+{
+    t_begin("draft cost: in RAM, measured compute only");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    for (int i = 0; i < 2; i++) {
+        dcost_observe_time(&c, 1, 1.0 * MS, 0, 0);
+        dcost_observe_time(&c, 2, 1.2 * MS, 0, 0);
+        dcost_observe_time(&c, 3, 1.4 * MS, 0, 0);
+    }
+    T_CHECK(NEAR(dcost_predict(&c, 3), 1.4 * MS), "T(3) %g", dcost_predict(&c, 3));
+    T_CHECK(dcost_missing_bytes(&c, 3) == 0, "nothing is read in RAM");
+    /* K=0: 1 / 1.0 = 1.0 tok/ms; K=1: 1.8 / 1.3 = 1.385; K=2: 2.4 / 1.6 = 1.5 */
+    double tok[3] = {1, 1.8, 2.4};
+    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
+    /* K=1 alone: 1.33 / 1.3 = 1.023 tok/ms, short of 1.03 x the plain step */
+    double tok2[2] = {1, 1.33};
+    T_CHECK(dcost_choose(&c, tok2, 0.1 * MS, 1, 1, 1.03) == 0, "below the margin: plain");
+    /* without the margin it pays */
+    T_CHECK(dcost_choose(&c, tok2, 0.1 * MS, 1, 1, 1.0) == 1, "above 1.0: K=1");
+    /* an unmeasured n: the line through (1, 1.0) (2, 1.2) (3, 1.4) ms gives 1.8 ms at n = 5 */
+    T_CHECK(NEAR(dcost_compute(&c, 5), 1.8 * MS), "C(5) %g", dcost_compute(&c, 5));
+    t_end();
+}
+
+/* Streaming, the plain step and one K = 1 verification measured: h1 = 0.75,
+ * a plain step misses 8 x 0.25 = 2 experts (2 ms; waited 2 ms: beta 1). */
+static void stream_base(draft_cost *c, double extra_hit)
+{
+    dcost_init(c, 8, 128, 1e6);
+    dcost_set_rate(c, 1e9);
+    dcost_observe_routes(c, 1, 8, 0.75, 0);
+    dcost_observe_time(c, 1, 3.0 * MS, 2.0 * MS, 2e6);
+    /* K = 1: 14 distinct, the 6 beyond the first position's held at EXTRA_HIT */
+    dcost_observe_routes(c, 2, 14, 0.75, extra_hit);
+    double miss = 2 + 6 * (1 - extra_hit);
+    dcost_observe_time(c, 2, 1.2 * MS + miss * MS, miss * MS, miss * 1e6);
+}
+
+static void case_stream_union_costs(void)
+{
+    t_begin("draft cost: streaming, the union's misses make drafting lose");
+    draft_cost c;
+    stream_base(&c, 0.5);
+    T_CHECK(NEAR(dcost_predict(&c, 1), 3.0 * MS), "T(1) %g", dcost_predict(&c, 1));
+    /* n = 2: 2 + 6 x 0.5 = 5 missing -> 5 MB; C(2) = 1.2 ms: 6.2 ms */
+    T_CHECK(NEAR(dcost_missing_bytes(&c, 2), 5e6), "missing(2) %g", dcost_missing_bytes(&c, 2));
+    T_CHECK(NEAR(dcost_predict(&c, 2), 6.2 * MS), "T(2) %g", dcost_predict(&c, 2));
+    /* n = 3, unmeasured: uniform unions 15.5 (n=2) and 22.53125 (n=3);
+     * overlap (14 - 8) / (15.5 - 8) = 0.8, so u(3) = 8 + 0.8 x 14.53125 =
+     * 19.625; missing 2 + 11.625 x 0.5 = 7.8125; C(3) on the line 1.4 ms */
+    T_CHECK(NEAR(dcost_union(&c, 3), 19.625), "u(3) %g", dcost_union(&c, 3));
+    T_CHECK(NEAR(dcost_predict(&c, 3), 9.2125 * MS), "T(3) %g", dcost_predict(&c, 3));
+    /* acceptance 0.9: K=0 1/3 = 0.333; K=1 1.9/6.3 = 0.302; K=2 2.71/9.4125 = 0.288 */
+    double tok[3] = {1, 1.9, 2.71};
+    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 0, "plain wins");
+    t_end();
+}
+
+static void case_stream_cached_union(void)
+{
+    t_begin("draft cost: streaming, a cached union lets drafting pay");
+    draft_cost c;
+    stream_base(&c, 1.0);
+    /* hx = 1: every n misses only the first position's 2 experts */
+    T_CHECK(NEAR(dcost_predict(&c, 2), 3.2 * MS), "T(2) %g", dcost_predict(&c, 2));
+    T_CHECK(NEAR(dcost_predict(&c, 3), 3.4 * MS), "T(3) %g", dcost_predict(&c, 3));
+    /* K=0 0.333; K=1 1.9/3.3 = 0.576; K=2 2.71/3.6 = 0.753 tok/ms */
+    double tok[3] = {1, 1.9, 2.71};
+    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
+    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 1, 1.03) == 1, "K=1 within k_max 1");
+    t_end();
+}
+
+static void case_overlap_hides_reads(void)
+{
+    t_begin("draft cost: waits per read second are measured (beta)");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_set_rate(&c, 1e9);
+    dcost_observe_routes(&c, 1, 8, 0.5, 0);
+    /* 4 missing (4 ms of reading) waited only 1 ms: beta 0.25; C(1) 1 ms */
+    dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
+    T_CHECK(NEAR(dcost_predict(&c, 1), 2.0 * MS), "T(1) %g", dcost_predict(&c, 1));
+    /* n = 2 unmeasured: uniform u = 15.5, hx taken as h1 = 0.5: 4 + 7.5 x 0.5
+     * = 7.75 missing, waited 7.75 x 0.25 ms; C(2) = 1 x 1.1 (the prior slope) */
+    T_CHECK(NEAR(dcost_predict(&c, 2), (1.1 + 7.75 * 0.25) * MS), "T(2) %g", dcost_predict(&c, 2));
+    /* a dense model: nothing missing whatever the rate */
+    dcost_init(&c, 0, 0, 0);
+    dcost_set_rate(&c, 1e9);
+    T_CHECK(dcost_missing_bytes(&c, 4) == 0, "dense: no reads");
+    t_end();
+}
+
+int main(void)
+{
+    case_ram();
+    case_stream_union_costs();
+    case_stream_cached_union();
+    case_overlap_hides_reads();
+    return t_done();
+}
