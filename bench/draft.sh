@@ -83,7 +83,7 @@ runset() {
 import glob, json, statistics, sys
 out, label, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rates, ids = [], []
-prop = acc = 0; ub = 0.0; depth = {}; kh = {}; n_runs = 0
+prop = acc = 0; ub = 0.0; depth = {}; kh = {}; n_runs = 0; pred = meas = mae = 0.0
 for r in range(1, reps + 1):
     toks = secs = 0
     for f in sorted(glob.glob(f"{out}/{label}.{r}.*.stats.json")):
@@ -93,6 +93,7 @@ for r in range(1, reps + 1):
         if d and r == 1:
             prop += d["proposed"]; acc += d["accepted"]; n_runs += 1
             ub += d["union_expert_bytes_per_accepted_token"] or 0
+            pred += d.get("verify_predicted_s", 0); meas += d["verify_s"]; mae += d.get("verify_cost_mae_s", 0)
             for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
             for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
     if secs: rates.append(toks / secs)
@@ -102,7 +103,10 @@ row = {"label": label, "tok_s": statistics.median(rates) if rates else 0, "round
        "tokens": toks, "acceptance": acc / prop if prop else None,
        "acceptance_by_depth": [round(sum(v) / len(v), 3) for _, v in sorted(depth.items())],
        "k_hist": [kh[i] for i in sorted(kh)],
-       "union_expert_MB_per_accepted_token": ub / max(1, n_runs) / 1e6 if prop else None}
+       "union_expert_MB_per_accepted_token": ub / max(1, n_runs) / 1e6 if prop else None,
+       # the verify cost model (draft_cost.h): predicted / measured seconds, mean error per verification
+       "verify_predicted_over_measured": round(pred / meas, 3) if meas else None,
+       "verify_cost_mae_ms": round(mae / max(1, n_runs) * 1e3, 4) if prop else None}
 json.dump({"row": row, "ids": ids}, open(f"{out}/{label}.summary.json", "w"))
 print(json.dumps(row))
 PY

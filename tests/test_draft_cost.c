@@ -99,6 +99,17 @@ static void case_overlap_hides_reads(void)
     /* n = 2 unmeasured: uniform u = 15.5, hx taken as h1 = 0.5: 4 + 7.5 x 0.5
      * = 7.75 missing, waited 7.75 x 0.25 ms; C(2) = 1 x 1.1 (the prior slope) */
     T_CHECK(NEAR(dcost_predict(&c, 2), (1.1 + 7.75 * 0.25) * MS), "T(2) %g", dcost_predict(&c, 2));
+    /* a K = 1 verification missing 8 experts waited 2 ms of their 8: beta(2)
+     * = 0.25 too; then one waiting 6 ms: beta(2) = 0.25 + 0.25 x (0.75 -
+     * 0.25) = 0.375, n = 1 keeps 0.25, n = 3 takes n = 2's (the nearest) */
+    dcost_observe_time(&c, 2, 4.0 * MS, 2.0 * MS, 8e6);
+    dcost_observe_time(&c, 2, 8.0 * MS, 6.0 * MS, 8e6);
+    T_CHECK(NEAR(dcost_predict(&c, 1), 2.0 * MS), "T(1) %g", dcost_predict(&c, 1));
+    /* C(2) = 2 ms (two samples of 2); 7.75 missing x 0.375 */
+    T_CHECK(NEAR(dcost_predict(&c, 2), (2.0 + 7.75 * 0.375) * MS), "T(2) %g", dcost_predict(&c, 2));
+    /* n = 3: C on the line (1, 1) (2, 2) = 3 ms; u = 22.53125, missing 4 +
+     * 14.53125 x 0.5 = 11.265625, x 0.375 */
+    T_CHECK(NEAR(dcost_predict(&c, 3), (3.0 + 11.265625 * 0.375) * MS), "T(3) %g", dcost_predict(&c, 3));
     /* a dense model: nothing missing whatever the rate */
     dcost_init(&c, 0, 0, 0);
     dcost_set_rate(&c, 1e9);

@@ -40,7 +40,7 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
     if (wait_s < 0) wait_s = 0;
     avg_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
     /* wait per second of reading: only a step that read something says it */
-    if (c->rate > 0 && missing_bytes > 0) avg_add(&c->beta, wait_s / (missing_bytes / c->rate));
+    if (c->rate > 0 && missing_bytes > 0) avg_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
 }
 
 /* Uniform routing's expected distinct experts over N positions. */
@@ -50,19 +50,24 @@ static double uniform_union(const draft_cost *c, int n)
     return e * (1 - pow(1 - k / e, n));
 }
 
+/* The measured n nearest N_POS in A (the lower on a tie), from FROM up; 0: none. */
+static int nearest(const dcost_avg *a, int n_pos, int from)
+{
+    for (int d = 0; d < DCOST_MAX_POS; d++) {
+        if (n_pos - d >= from && a[n_pos - d].n) return n_pos - d;
+        if (d && n_pos + d <= DCOST_MAX_POS && a[n_pos + d].n) return n_pos + d;
+    }
+    return 0;
+}
+
 double dcost_union(const draft_cost *c, int n_pos)
 {
     if (!c->n_used || n_pos <= 1) return c->n_used;
     if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
     if (c->u[n_pos].n) return c->u[n_pos].v;
-    /* the overlap measured at the nearest n (the lower one on a tie) */
-    double ratio = 1;
-    for (int d = 1; d < DCOST_MAX_POS; d++) {
-        int m = n_pos - d >= 2 && c->u[n_pos - d].n ? n_pos - d : n_pos + d <= DCOST_MAX_POS && c->u[n_pos + d].n ? n_pos + d : 0;
-        if (!m) continue;
-        ratio = (c->u[m].v - c->n_used) / (uniform_union(c, m) - c->n_used);
-        break;
-    }
+    /* the overlap measured at the nearest n */
+    int m = nearest(c->u, n_pos, 2);
+    double ratio = m ? (c->u[m].v - c->n_used) / (uniform_union(c, m) - c->n_used) : 1;
     double u = c->n_used + ratio * (uniform_union(c, n_pos) - c->n_used);
     double top = fmin((double)n_pos * c->n_used, c->n_expert);
     return u < c->n_used ? c->n_used : u > top ? top : u;
@@ -101,7 +106,12 @@ double dcost_compute(const draft_cost *c, int n_pos)
 double dcost_predict(const draft_cost *c, int n_pos)
 {
     double t = dcost_compute(c, n_pos);
-    if (c->rate > 0) t += (c->beta.n ? c->beta.v : 1) * dcost_missing_bytes(c, n_pos) / c->rate;
+    if (n_pos < 1) n_pos = 1;
+    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
+    /* more positions, more compute per expert for reads to hide behind:
+     * beta is measured per n (the nearest measured n's until seen) */
+    int m = nearest(c->beta, n_pos, 1);
+    if (c->rate > 0) t += (m ? c->beta[m].v : 1) * dcost_missing_bytes(c, n_pos) / c->rate;
     return t;
 }
 

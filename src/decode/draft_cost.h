@@ -18,8 +18,10 @@
  *   the nearest measured n); hx the hit share of the union's experts beyond
  *   the first position's (rarer experts, fewer hits).
  * rate: the store's measured read rate while busy (0: experts in RAM, no
- *   reads); beta: the seconds a step waited per second of its missing reads
- *   (reads overlap compute and each other: measured, 1 until then).
+ *   reads); beta(n): the seconds a step over n positions waited per second
+ *   of its missing reads (reads overlap compute, more of it as n grows, and
+ *   each other): measured per n, the nearest measured n's until seen, 1
+ *   before any.
  *
  * Pure arithmetic over what it is told, so tests drive it with synthetic
  * measurements. */
@@ -41,7 +43,8 @@ typedef struct {
     double rate;            /* bytes/s while reading (0: nothing is read) */
     dcost_avg c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
     dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
-    dcost_avg h1, hx, beta;
+    dcost_avg beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
+    dcost_avg h1, hx;
 } draft_cost;
 
 /* N_USED, N_EXPERT: 0 for a dense model (nothing is ever read). */
