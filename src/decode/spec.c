@@ -146,8 +146,8 @@ static void pass_begin(spec *sp, bool verifying)
     sp->counting = true, sp->verifying = verifying;
 }
 
-/* The pass over N positions ended; the step took SECONDS, WAIT of them
- * waiting for reads. */
+/* The pass over N positions ended: what its routing and the cache's hits
+ * say (its time is observed once the step's sampling is done too). */
 static void pass_end(spec *sp, int n)
 {
     sp->counting = sp->verifying = false;
