@@ -306,14 +306,6 @@ Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
 
 /* ---- K-quants and IQ4_XS with Q8_K activations ---- */
 
-static inline int hsum8(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
 /* int16 scale vector: 8 lanes of s0 (first 16 elements of a 32), 8 of s1. */
 static inline __m256i sc2(int s0, int s1)
 {
