@@ -11,6 +11,7 @@
 #endif
 
 #include "gguf/ggml_type.h"
+#include "kernels/kernels.h"
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -27,20 +28,11 @@ void sy_rng_seed(sy_rng *r, uint64_t seed, uint64_t stream)
     for (int i = 0; i < 4; i++) r->lane[i] = splitmix(&x) | 1; /* xorshift state must not be 0 */
 }
 
-uint16_t sy_f16(float f)
-{
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
+/* The kernels' conversions (round to nearest even, as ggml): _Float16 is
+ * not available to clang 14 on x86, which the fuzz build uses. */
+uint16_t sy_f16(float f) { return fp32_to_fp16(f); }
 
-float sy_f16_to_f32(uint16_t u)
-{
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
-}
+float sy_f16_to_f32(uint16_t u) { return fp16_to_fp32(u); }
 
 bool sy_type_supported(uint32_t type)
 {
