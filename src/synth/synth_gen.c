@@ -28,12 +28,6 @@ void sy_rng_seed(sy_rng *r, uint64_t seed, uint64_t stream)
     for (int i = 0; i < 4; i++) r->lane[i] = splitmix(&x) | 1; /* xorshift state must not be 0 */
 }
 
-/* The kernels' conversions (round to nearest even, as ggml): _Float16 is
- * not available to clang 14 on x86, which the fuzz build uses. */
-uint16_t sy_f16(float f) { return fp32_to_fp16(f); }
-
-float sy_f16_to_f32(uint16_t u) { return fp16_to_fp32(u); }
-
 bool sy_type_supported(uint32_t type)
 {
     switch (type) {
@@ -58,7 +52,7 @@ bool sy_type_low_bit(uint32_t type)
 
 static void put_f16(uint8_t *p, float f)
 {
-    uint16_t h = sy_f16(f);
+    uint16_t h = fp32_to_fp16(f);
     memcpy(p, &h, 2);
 }
 
@@ -154,8 +148,8 @@ void sy_gen_init(sy_gen *g, uint32_t type, float sigma, sy_rng *r)
     float d = nominal_d(type, sigma);
     for (int i = 0; i < 16; i++) {
         float j = 0.75f + 0.5f * ((float)i + 0.5f) / 16.0f; /* real blocks' scales vary too */
-        g->d[i] = sy_f16(d * j);
-        g->dmin[i] = sy_f16(8.0f * d * j);
+        g->d[i] = fp32_to_fp16(d * j);
+        g->dmin[i] = fp32_to_fp16(8.0f * d * j);
     }
     for (int i = 0; i < SY_PATTERNS; i++) {
         uint64_t bits[2] = {sy_next(r), sy_next(r)};
@@ -358,7 +352,7 @@ static void quant_q4_k(const float *x, uint8_t *b)
         scale[j] = (hi - lo) / 15.0f, mn[j] = -lo;
         max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, mn[j]);
     }
-    float d = sy_f16_to_f32(sy_f16(max_scale / 63.0f)), dmin = sy_f16_to_f32(sy_f16(max_min / 63.0f));
+    float d = fp16_to_fp32(fp32_to_fp16(max_scale / 63.0f)), dmin = fp16_to_fp32(fp32_to_fp16(max_min / 63.0f));
     put_f16(b, d);
     put_f16(b + 2, dmin);
     uint8_t sc[8], m[8];
@@ -390,7 +384,7 @@ static void quant_q6_k(const float *x, uint8_t *b)
         scale[j] = signed_max(x + 16 * j, 16) / -32.0f;
         if (fabsf(scale[j]) > fabsf(max_scale)) max_scale = scale[j];
     }
-    float d = sy_f16_to_f32(sy_f16(max_scale / -128.0f));
+    float d = fp16_to_fp32(fp32_to_fp16(max_scale / -128.0f));
     put_f16(b + 208, d);
     int8_t sc[16];
     for (int j = 0; j < 16; j++) {
@@ -420,7 +414,7 @@ static void quant_iq4_nl(const float *x, uint8_t *b)
 {
     float d = signed_max(x, 32) / -127.0f;
     put_f16(b, d);
-    nearest_nibbles(x, IQ4NL_T, sy_f16_to_f32(sy_f16(d)), b + 2);
+    nearest_nibbles(x, IQ4NL_T, fp16_to_fp32(fp32_to_fp16(d)), b + 2);
 }
 
 void sy_quantize_blocks(uint32_t type, const float *x, void *dst, uint64_t n)

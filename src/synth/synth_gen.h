@@ -52,9 +52,6 @@ static inline float sy_gauss(sy_rng *r)
     return ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
 }
 
-uint16_t sy_f16(float f);
-float sy_f16_to_f32(uint16_t h);
-
 /* Types the generator can write. */
 bool sy_type_supported(uint32_t type);
 /* The codebook and ternary types (IQ1_S .. IQ3_S, TQ1_0, TQ2_0): written
