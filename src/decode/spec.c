@@ -104,9 +104,7 @@ void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
 {
     spec *sp = ctx;
     if (!sp->counting || !sp->layout || layer < 0 || layer >= sp->layout->n_layers) return;
-    uint64_t bytes = 0;
-    const expert_layer *el = &sp->layout->layer[layer];
-    for (int i = 0; i < el->n_parts; i++) bytes += el->parts[i].bytes;
+    uint64_t bytes = expert_layout_bytes(sp->layout, layer);
     /* one call per MoE layer and pass, before the store plans it: the
      * distinct experts of its T x K ids, and which of them the cache holds
      * (the first position's K, then the rest of the union) */
