@@ -11,10 +11,12 @@ uint64_t mem_runtime_overhead(int threads, uint64_t metadata_bytes)
     return (16ull << 20) + (uint64_t)(threads > 0 ? threads : 1) * (1ull << 20) + 3 * metadata_bytes;
 }
 
-/* Rounded up, so "raise --mem to at least X" is always enough. */
+/* Rounded up, so "raise --mem to at least X" is always enough; below 1 MiB
+ * in KiB, or a budget of 1K would read as "0.1 MiB". */
 static const char *mib(uint64_t b, char *buf)
 {
-    snprintf(buf, 32, "%.1f MiB", (double)((b * 10 + (1 << 20) - 1) >> 20) / 10);
+    if (b < 1 << 20) snprintf(buf, 32, "%.1f KiB", (double)((b * 10 + (1 << 10) - 1) >> 10) / 10);
+    else snprintf(buf, 32, "%.1f MiB", (double)((b * 10 + (1 << 20) - 1) >> 20) / 10);
     return buf;
 }
 

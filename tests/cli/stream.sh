@@ -100,6 +100,9 @@ fi
 rc=$?
 if [ $rc -ne 0 ] && grep -q "is too small: the spine" "$T/small.err"; then ok "stream: --mem below the spine is refused"
 else notok "stream: --mem below the spine is refused" "exit $rc: $(head -c 200 "$T/small.err")"; fi
+"$BIN" run -m "$MODEL" -n 4 -p "$P" --mem 1K >/dev/null 2>"$T/small.err"
+if grep -q -- "--mem 1.0 KiB is too small" "$T/small.err"; then ok "stream: a budget under 1 MiB is reported in KiB"
+else notok "stream: a budget under 1 MiB is reported in KiB" "$(head -c 200 "$T/small.err")"; fi
 "$BIN" run -m "$MODEL" -n 4 -p "$P" --mem $((M4 - 4096)) >/dev/null 2>"$T/small.err"
 rc=$?
 if [ $rc -ne 0 ] && grep -q "less than the 4 experts .* one token needs; raise --mem to at least" "$T/small.err"; then
