@@ -66,7 +66,9 @@ int trace_load(route_trace *t, const char *path, sl_err *err)
     t->ids = t->pred = NULL;
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root) return sl_errf(err, "%s:%d: %s", path, je.line, je.text);
+    if (!root && json_error_code(&je) == json_error_cannot_open_file)
+        return sl_errf(err, "cannot open trace %s: %s", path, strerror(errno));
+    if (!root) return sl_errf(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
     json_t *experts = json_object_get(root, "experts");
     t->n_layers = (int)json_integer_value(json_object_get(root, "n_layer"));
     t->n_expert = (int)json_integer_value(json_object_get(root, "n_expert"));

@@ -91,6 +91,11 @@ for r in rows:
     v = [float(x.rstrip("%")) for x in r[2:]]
     assert all(v[o - 2] >= x for x in v), r
 ' "$T/replay.txt" 2>&1); then ok "$name"; else notok "$name" "${msg:-$(head -c 300 "$T/replay.err")}"; fi
+name="replay of a missing trace names the file and the reason"
+"$BIN" replay --trace "$T/none.json" >/dev/null 2>"$T/none.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "cannot open trace $T/none.json: No such file or directory" "$T/none.err"; then ok "$name"
+else notok "$name" "exit $rc: $(head -c 300 "$T/none.err")"; fi
 
 TRACE="$SHARED/traces/tinymoe-valid-routes.json"
 name="replay --policy opt on the shared trace = Belady figures of issue 15 (14.7/26.5/40.9/58.8/79.7%)"
