@@ -130,7 +130,11 @@ static int run_pack(const char *model, const char *out, pack_options *o, const c
     expert_layout L = {0};
     double *heat = NULL;
     int rc = model_summary_build(&ms, g, &err);
-    if (!rc) {
+    if (!rc && ms.n_expert == 0) {
+        model_summary_free(&ms);
+        rc = sl_errf(&err, "%s: a dense model has no routed experts to pack; it is read whole into RAM (sluice run -m %s)",
+                     model, model);
+    } else if (!rc) {
         rc = expert_layout_from_gguf(&L, g, (int)ms.n_layers, (int)ms.n_expert,
                                      ms.n_expert_used ? (int)ms.n_expert_used : 1, &err);
         model_summary_free(&ms);

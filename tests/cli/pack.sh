@@ -30,6 +30,7 @@ fails_with "pack cli: replication needs two drives" "at least 2 drives" pack $MO
 fails_with "pack cli: drive is not a directory" "not a directory" pack $MODEL --drive "$T/nope" -o "$T/x.pack"
 fails_with "pack cli: unknown option" "unknown option" pack $MODEL --drive "$T/a" -o "$T/x.pack" --frobnicate
 fails_with "pack cli: missing model" "cannot open\|No such file" pack "$T/none.gguf" --drive "$T/a" -o "$T/x.pack"
+fails_with "pack cli: a dense model is refused by name" "a dense model has no routed experts to pack" pack models/tinydraft-f16.gguf --drive "$T/a" -o "$T/x.pack"
 
 if "$BIN" pack $MODEL --drive "$T/a" --drive "$T/b" --replicate-hot 0.25 -o "$T/t.pack" >"$T/out" 2>"$T/err"; then
     if grep -q "192 experts" "$T/out" && grep -q "48 on two drives" "$T/out" && [ ! -s "$T/err" ]; then
