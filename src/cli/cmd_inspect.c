@@ -273,11 +273,6 @@ int cmd_inspect(int argc, char **argv)
     const char *path = a.path ? a.path : cli_default_model();
     if (!path) return cli_fail("inspect: no model given (sluice inspect MODEL.gguf)");
     sl_err err;
-    mem_plan plan;
-    if (a.eo.mem) {
-        a.eo.n_ctx_cap = !a.path || cli_is_bundled(path) ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
-        if (engine_plan(path, &a.eo, &plan, &err)) return cli_fail("%s", err.msg);
-    }
     gguf_file *g;
     if (gguf_open(&g, path, &err)) return cli_fail("%s", err.msg);
     model_summary s;
@@ -285,9 +280,21 @@ int cmd_inspect(int argc, char **argv)
         gguf_close(g);
         return cli_fail("%s", err.msg);
     }
-    if (a.json) print_json(g, &s, a.eo.mem ? &plan : NULL);
+    /* a dense model still gets its inspection: the budget just has nothing to plan */
+    bool plan_on = a.eo.mem && s.n_expert > 0;
+    mem_plan plan;
+    a.eo.n_ctx_cap = !a.path || cli_is_bundled(path) ? CLI_BUNDLED_CTX : CLI_MAX_DEFAULT_CTX;
+    if (plan_on && engine_plan(path, &a.eo, &plan, &err)) {
+        model_summary_free(&s);
+        gguf_close(g);
+        return cli_fail("%s", err.msg);
+    }
+    if (a.json) print_json(g, &s, plan_on ? &plan : NULL);
     else print_text(g, &s);
-    if (a.eo.mem) print_plan(&plan, a.json);
+    if (plan_on) print_plan(&plan, a.json);
+    else if (a.eo.mem)
+        fprintf(stderr, "sluice: --mem has no effect: the model is dense (no routed experts to stream); it runs "
+                        "whole in RAM\n");
     model_summary_free(&s);
     gguf_close(g);
     return 0;

@@ -62,4 +62,15 @@ if [ $rc -eq 2 ]; then echo "ok inspect: unknown option exits 2"; else
     echo "not ok inspect: unknown option exits $rc, not 2"
     fails=$((fails + 1))
 fi
+# a dense model with --mem: the inspection still printed, the budget said to have no effect
+DENSE=tests/fixtures/lean/models/qwen3-dense-lean-BF16.gguf
+if out=$("$BIN" inspect --mem 1G "$DENSE" 2>"${TMPDIR:-/tmp}/inspect-dense.$$") &&
+    printf "%s\n" "$out" | grep -q "total tensor bytes" &&
+    grep -q "has no effect: the model is dense" "${TMPDIR:-/tmp}/inspect-dense.$$"; then
+    echo "ok inspect --mem on a dense model: inspection printed, nothing to stream said"
+else
+    echo "not ok inspect --mem on a dense model: $(head -c 300 "${TMPDIR:-/tmp}/inspect-dense.$$")"
+    fails=$((fails + 1))
+fi
+rm -f "${TMPDIR:-/tmp}/inspect-dense.$$"
 [ $fails -eq 0 ]
