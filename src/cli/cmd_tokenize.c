@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "cli/cli.h"
 #include "gguf/gguf.h"
@@ -47,12 +48,21 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-/* a piece on one line: printable bytes as they are, the rest escaped */
+/* a piece on one line: printable text as it is, the rest escaped.  A byte
+ * token holds part of a UTF-8 character: raw, it would corrupt the line. */
 static void print_piece(const char *p, int n)
 {
     for (int i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        if (c == '\n') fputs("\\n", stdout);
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = c >= 0x80 ? utf8proc_iterate((const utf8proc_uint8_t *)p + i, n - i, &cp) : 1;
+        if (k > 1) {
+            fwrite(p + i, 1, (size_t)k, stdout);
+            i += (int)k - 1;
+            continue;
+        }
+        if (k < 0) printf("\\x%02x", c);
+        else if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
         else if (c == '\\') fputs("\\\\", stdout);

@@ -38,6 +38,24 @@ line1=$(head -n 1 "$tmp/pieces")
 if [ "$lines" -eq $((count + 1)) ] && [ "$line1" = "1026${tab}It" ]; then ok "tokenize --pieces"
 else fail "tokenize --pieces" "$lines lines, first '$line1'"; fi
 
+# a character split over byte tokens: each part escaped, so every line stays
+# valid UTF-8, and the unescaped pieces give the text back
+"$BIN" tokenize -m "$MODEL" -p "🦙 é x" --no-bos --pieces >"$tmp/bytes" 2>&1
+if ! command -v python3 >/dev/null 2>&1; then echo "skip tokenize --pieces on byte tokens: python3 not found"
+elif python3 - "$tmp/bytes" <<'PY'
+import re, sys
+raw = open(sys.argv[1], 'rb').read()
+text = raw.decode('utf-8')  # raises on a raw partial character
+out = b''
+for line in text.splitlines():
+    piece = line.split('\t', 1)[1]
+    out += re.sub(rb'\\x([0-9a-f]{2})', lambda m: bytes([int(m[1], 16)]), piece.encode())
+assert out.decode() == '\U0001F999 \u00e9 x', out
+assert '\\xf0\\x9f' in text or '\\xf0' in text, text
+PY
+then ok "tokenize --pieces escapes the bytes of a split character"
+else fail "tokenize --pieces escapes the bytes of a split character" "$(head -c 200 "$tmp/bytes")"; fi
+
 # detokenize: GPT-2 BPE gives the prompt back
 got=$("$BIN" detokenize -m "$MODEL" "$ids" 2>&1)
 if [ "$got" = "$prompt" ]; then ok "detokenize JSON array round trip"; else fail "detokenize round trip" "got '$got'"; fi
