@@ -42,4 +42,21 @@ printf 'Tell me a story about the sea.\nAnd another about the land.\nAnd one abo
 rc=$?
 [ $rc = 0 ] && grep -q 'context full: dropped the oldest' "$T/err" && [ "$(grep -c . "$T/out")" -ge 5 ] &&
     ok "chat: context shift drops the oldest turns and keeps answering" || notok "chat: context shift" "exit $rc: $(head -c 300 "$T/err")"
+# Ctrl-C during a reply stops that reply only: the turn's stats say so and the
+# next message is answered (the signal is sent once the reply has started)
+mkfifo "$T/in"
+"$BIN" chat -m "$MODEL" --temp 0 -c 512 -n 480 --ignore-eos <"$T/in" >"$T/int.out" 2>"$T/int.err" &
+pid=$!
+exec 7>"$T/in"
+printf 'Tell me a long story.\n' >&7
+i=0
+while [ ! -s "$T/int.out" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+kill -INT $pid
+sleep 0.5
+printf '/stats\nHi.\n/bye\n' >&7
+exec 7>&-
+wait $pid
+rc=$?
+grep -q '(interrupted)' "$T/int.err" && [ $rc -eq 0 ] && [ "$(grep -c 'cached tokens reused' "$T/int.err")" -ge 1 ] &&
+    ok "chat: Ctrl-C stops the reply, the chat goes on" || notok "chat: Ctrl-C during a reply" "exit $rc: $(head -c 400 "$T/int.err")"
 [ $fails = 0 ]
