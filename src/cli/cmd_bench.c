@@ -430,7 +430,8 @@ static int print_json(const bench_args *a, const cli_model *cm, const bench_row 
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)stats_peak_rss()));
     for (int i = 0; i < a->n_threads; i++) json_array_append_new(all, row_json(a, &rows[i]));
     json_object_set_new(o, "results", all);
-    if (cm->eng.store) json_object_set_new(o, "streaming", stream_json(a, cm, rows, pr));
+    /* null in RAM, so a reader tells "not streaming" from "streamed nothing" */
+    json_object_set_new(o, "streaming", cm->eng.store ? stream_json(a, cm, rows, pr) : json_null());
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!s) return cli_fail("cannot format the JSON output");

@@ -1,3 +1,4 @@
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/resource.h>
 
@@ -74,12 +75,22 @@ double stats_value(const gen_stats *st, const stat_field *f)
     }
 }
 
+/* In RAM the streaming figures are not zero but absent: null, so a reader
+ * cannot average a "0 bytes read" into a streaming figure.  compute_s stays:
+ * compute is measured either way. */
+static bool json_null_in_ram(const gen_stats *st, const stat_field *f)
+{
+    return f->streaming && !st->streaming && f->offset != offsetof(gen_stats, streaming) &&
+           f->offset != offsetof(gen_stats, compute_s);
+}
+
 int stats_to_json(const gen_stats *st, json_t *obj)
 {
     for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++) {
         const stat_field *f = &FIELDS[i];
         const char *p = (const char *)st + f->offset;
-        json_t *v = f->kind == STAT_I64 ? json_integer(*(const int64_t *)p)
+        json_t *v = json_null_in_ram(st, f) ? json_null()
+                    : f->kind == STAT_I64 ? json_integer(*(const int64_t *)p)
                     : f->kind == STAT_U64 ? json_integer((json_int_t) * (const uint64_t *)p)
                                           : json_real(*(const double *)p);
         if (!v || json_object_set_new(obj, f->key, v)) return -1;

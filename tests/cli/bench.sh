@@ -20,6 +20,7 @@ check "bench --json: settings and positive medians" '
 assert o["p"] == 8 and o["n"] == 4 and o["reps"] == 1 and o["threads"] == 1, o
 assert o["pp_tps"] > 0 and o["tg_tps"] > 0
 assert len(o["results"]) == 1 and len(o["pp_samples"]) == 1'
+check "bench --json in RAM: the streaming figures are null, not zeros" 'assert "streaming" in o and o["streaming"] is None, o.get("streaming")'
 
 run_bench -b 4 --prefetch off --kv f32
 check "bench accepts -b, --prefetch and --kv like run" 'assert o["pp_tps"] > 0 and o["tg_tps"] > 0'

@@ -48,6 +48,18 @@ else
     notok "stream: sluice pack" "$(head -c 300 "$T/pack.err")"
 fi
 
+# in RAM the streaming figures are null (not streamed), the rest measured
+"$BIN" run -m "$MODEL" --json --temp 0 -n 4 -p "$P" >"$T/r.json" 2>"$T/r.err"
+if python3 - "$T/r.json" <<'EOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["streaming"] == 0 and o["decode_tps"] > 0 and o["compute_s"] > 0, o
+for k in ("expert_bytes_read", "expert_bytes_per_token", "cache_hits", "io_wait_s", "read_gbps"):
+    assert k in o and o[k] is None, (k, o.get(k))
+EOF
+then ok "stream: an in-RAM run's streaming figures are null"
+else notok "stream: an in-RAM run's streaming figures are null" "$(head -c 300 "$T/r.err")"; fi
+
 # the budget really forced eviction and the figures add up
 "$BIN" run -m "$MODEL" --json --temp 0 -n 40 -p "$P" --mem "$M6" >"$T/f.json" 2>"$T/f.err"
 if python3 - "$T/f.json" <<'EOF'
