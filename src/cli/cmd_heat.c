@@ -254,7 +254,7 @@ int cmd_heat(int argc, char **argv)
 {
     heat_args a;
     int rc = parse_args(&a, argc, argv);
-    if (rc <= 0) return rc < 0;
+    if (rc <= 0) return rc < 0 ? 2 : 0; /* 2: a usage error, as everywhere */
     heat_model m;
     sl_err err;
     if (open_model(&m, &a, &err)) return cli_fail("%s", err.msg);

@@ -190,7 +190,7 @@ int cmd_pack(int argc, char **argv)
             continue;
         }
         if (a[0] != '-') {
-            if (model) return cli_fail("pack: more than one model given ('%s', '%s')", model, a);
+            if (model) return cli_fail("pack: more than one model given ('%s', '%s')", model, a), 2;
             model = a;
             continue;
         }
@@ -198,10 +198,10 @@ int cmd_pack(int argc, char **argv)
                                              "--hot-trace", "--replicate-hot", "--check", "--heat"};
         size_t k = 0;
         while (k < sizeof VALUED / sizeof *VALUED && strcmp(a, VALUED[k])) k++;
-        if (k == sizeof VALUED / sizeof *VALUED) return cli_fail("pack: unknown option '%s' (see --help)", a);
-        if (!v) return cli_fail("pack: option '%s' needs a value (see --help)", a);
+        if (k == sizeof VALUED / sizeof *VALUED) return cli_fail("pack: unknown option '%s' (see --help)", a), 2;
+        if (!v) return cli_fail("pack: option '%s' needs a value (see --help)", a), 2;
         if (!strcmp(a, "--drive")) {
-            if (o.n_drives == PACK_MAX_DRIVES) return cli_fail("pack: at most %d drives", PACK_MAX_DRIVES);
+            if (o.n_drives == PACK_MAX_DRIVES) return cli_fail("pack: at most %d drives", PACK_MAX_DRIVES), 2;
             drives[o.n_drives++] = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
@@ -212,16 +212,16 @@ int cmd_pack(int argc, char **argv)
             char *end;
             o.replicate_hot = strtod(v, &end);
             if (end == v || *end || !(o.replicate_hot >= 0 && o.replicate_hot <= 1))
-                return cli_fail("pack: --replicate-hot takes a fraction between 0 and 1, got '%s'", v);
+                return cli_fail("pack: --replicate-hot takes a fraction between 0 and 1, got '%s'", v), 2;
         }
         i++;
     }
     if (check) return run_check(check, model);
-    if (!model) return cli_fail("pack: no model given (sluice pack MODEL.gguf --drive DIR -o PACK)");
-    if (!o.n_drives) return cli_fail("pack: at least one --drive DIR is needed");
-    if (!out) return cli_fail("pack: -o PACK (the manifest to write) is required");
+    if (!model) return cli_fail("pack: no model given (sluice pack MODEL.gguf --drive DIR -o PACK)"), 2;
+    if (!o.n_drives) return cli_fail("pack: at least one --drive DIR is needed"), 2;
+    if (!out) return cli_fail("pack: -o PACK (the manifest to write) is required"), 2;
     if ((trace || heat) && o.replicate_hot == 0)
-        return cli_fail("pack: --heat and --hot-trace only matter with --replicate-hot");
-    if (trace && heat) return cli_fail("pack: give --heat or --hot-trace, not both");
+        return cli_fail("pack: --heat and --hot-trace only matter with --replicate-hot"), 2;
+    if (trace && heat) return cli_fail("pack: give --heat or --hot-trace, not both"), 2;
     return run_pack(model, out, &o, trace, heat);
 }

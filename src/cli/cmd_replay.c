@@ -199,7 +199,7 @@ int cmd_replay(int argc, char **argv)
 {
     replay_args a;
     int rc = parse_args(&a, argc, argv);
-    if (rc <= 0) return rc < 0;
+    if (rc <= 0) return rc < 0 ? 2 : 0; /* 2: a usage error, as everywhere */
     route_trace t;
     sl_err err;
     if (trace_load(&t, a.trace, &err)) return cli_fail("%s", err.msg);

@@ -119,9 +119,9 @@ int cmd_tokenize(int argc, char **argv)
         else if (!strcmp(a, "--pieces")) pieces = true;
         else if ((!strcmp(a, "-m") || !strcmp(a, "-p") || !strcmp(a, "-f")) && i + 1 < argc)
             *(a[1] == 'm' ? &model : a[1] == 'p' ? &prompt : &file) = argv[++i];
-        else return cli_fail("tokenize: unknown or incomplete option '%s' (see sluice tokenize --help)", a);
+        else return cli_fail("tokenize: unknown or incomplete option '%s' (see sluice tokenize --help)", a), 2;
     }
-    if (!prompt == !file) return cli_fail("tokenize: give the text with exactly one of -p TEXT or -f FILE");
+    if (!prompt == !file) return cli_fail("tokenize: give the text with exactly one of -p TEXT or -f FILE"), 2;
     size_t len = 0;
     char *text = file ? read_all(file, &len) : NULL;
     if (file && !text) return cli_fail("tokenize: cannot read '%s': %s", file, strerror(errno));

@@ -110,4 +110,18 @@ wait $pid
 rc=$?
 [ $rc = 130 ] && grep -q "generated tokens" "$T/int.err" && ok "llama args: Ctrl-C (SIGINT) in run prints --stats and exits 130" ||
     notok "llama args: Ctrl-C in run" "exit $rc: $(tail -c 300 "$T/int.err")"
+
+# a usage error exits 2 in every command, a missing argument as an unknown option
+for c in run chat bench serve inspect tokenize detokenize pack replay heat synth; do
+    "$BIN" $c --frobnicate </dev/null >/dev/null 2>"$T/u.err"
+    rc=$?
+    [ $rc = 2 ] && grep -q -- "--frobnicate" "$T/u.err" && ok "usage: $c --frobnicate exits 2, naming it" ||
+        notok "usage: $c --frobnicate exits 2" "exit $rc: $(head -c 200 "$T/u.err")"
+done
+for c in "pack $MODEL -o x.pack" "replay" "tokenize -m $MODEL"; do
+    # shellcheck disable=SC2086
+    "$BIN" $c </dev/null >/dev/null 2>"$T/u.err"
+    rc=$?
+    [ $rc = 2 ] && ok "usage: '$c' (a required argument missing) exits 2" || notok "usage: '$c' exits 2" "exit $rc: $(head -c 200 "$T/u.err")"
+done
 [ $fails = 0 ]
