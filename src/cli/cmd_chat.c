@@ -195,7 +195,8 @@ static void print_turn_stats(const chat_state *c)
                     "first token %.3f s; context %zu/%d]\n",
             (int)c->last_cached, (long long)st.prompt_tokens, (long long)st.generated_tokens,
             /* the only callback that stops a reply is Ctrl-C's */
-            c->last_stop == SLUICE_STOP_CALLER ? "interrupted" : sluice_stop_name(c->last_stop), st.prompt_tps, st.decode_tps, st.ttft_s, held, (int)sluice_n_ctx(c->s));
+            c->last_stop == SLUICE_STOP_CALLER ? "interrupted" : sluice_stop_name(c->last_stop), st.prompt_tps,
+            st.decode_tps, st.ttft_s, held, (int)sluice_n_ctx(c->s));
 }
 
 /* -n, or a quarter of the context when not given (so one reply cannot fill it). */
