@@ -60,6 +60,19 @@ $(DEPS_OK): mk/deps.sh
 $(BUILD)/obj/%_avx2.o:   EXTRA = $(AVX2_FLAGS)
 $(BUILD)/obj/%_avx512.o: EXTRA = $(AVX512_FLAGS)
 
+# The commit the binary reports (bench records, --version).  The header is
+# rewritten only when the commit changes, so only build_info.o follows it.
+COMMIT_H = $(BUILD)/gen/sluice_commit.h
+$(COMMIT_H): FORCE
+	@mkdir -p $(dir $@)
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	if [ "$$c" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then c="$$c-dirty"; fi; \
+	l="#define SLUICE_COMMIT \"$$c\""; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$l" ] || echo "$$l" >$@
+$(BUILD)/obj/src/cli/build_info.o $(BUILD)/tobj/src/cli/build_info.o: $(COMMIT_H)
+$(BUILD)/obj/src/cli/build_info.o $(BUILD)/tobj/src/cli/build_info.o: EXTRA = -I$(BUILD)/gen
+FORCE:
+
 $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(EXTRA) -c $< -o $@

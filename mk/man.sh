@@ -11,7 +11,7 @@
 set -eu
 bin=$1
 top=$("$bin" --help)
-version=$("$bin" --version | sed 's/^sluice //')
+version=$("$bin" --version | sed 's/^sluice //; s/ (.*//')
 cmds=$(printf '%s\n' "$top" | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}')
 
 # roff escapes: backslashes, dashes as \- (options stay ASCII when rendered),

@@ -97,9 +97,12 @@ typedef enum {
     SL_PREFETCH_NEXT = 2, /* always the pilot: layer L+1's router on layer L's attention residual */
 } sl_prefetch_mode;
 
+/* Most tokens one layer-major pass takes when session_opts leaves it 0. */
+enum { SESSION_DEFAULT_BATCH = 512 };
+
 typedef struct {
     sl_kv_mode kv_mode;
-    /* Most tokens one layer-major pass takes (0: default 512).  A prompt up
+    /* Most tokens one layer-major pass takes (0: SESSION_DEFAULT_BATCH).  A prompt up
      * to this long is routed as one batch at every layer, so each routed
      * expert is fetched once per layer, not once per micro-batch. */
     int32_t n_batch;

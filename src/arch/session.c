@@ -13,8 +13,6 @@
 #include "arch/ffn.h"
 #include "arch/pilot.h"
 
-enum { DEFAULT_BATCH = 512 };
-
 void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err)
 {
     if (bytes == 0) bytes = 1;
@@ -153,7 +151,7 @@ static int32_t kv_rows(const layer_cache *c, int32_t n_ctx, int32_t n_batch, int
 
 static int32_t batch_or_default(const session_opts *o)
 {
-    return o && o->n_batch > 0 ? o->n_batch : DEFAULT_BATCH;
+    return o && o->n_batch > 0 ? o->n_batch : SESSION_DEFAULT_BATCH;
 }
 
 uint64_t session_kv_bytes(const sl_model *m, int32_t n_ctx, const session_opts *opts)
@@ -191,7 +189,7 @@ static uint64_t widest_row(const hparams *hp)
 uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch, int n_threads)
 {
     const hparams *hp = &m->hp;
-    uint64_t T = (uint64_t)(n_batch > 0 ? n_batch : DEFAULT_BATCH), D = (uint64_t)hp->n_embd;
+    uint64_t T = (uint64_t)(n_batch > 0 ? n_batch : SESSION_DEFAULT_BATCH), D = (uint64_t)hp->n_embd;
     uint64_t H = (uint64_t)hp->n_head, Hkv = (uint64_t)hp->n_head_kv, dk = (uint64_t)hp->n_embd_head_k;
     uint64_t dv = (uint64_t)hp->n_embd_head_v, K = (uint64_t)hp->n_expert_used, E = (uint64_t)hp->n_expert;
     uint64_t kvl = (uint64_t)hp->n_lora_kv, rot = (uint64_t)hp->n_rot, lq = (uint64_t)hp->n_lora_q;
@@ -313,7 +311,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
     s->aop = attn_simd_for(pool_isa(pool));
     s->n_ctx = n_ctx;
     s->kv_elt = mode == SL_KV_F32 ? 4 : 2;
-    s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : DEFAULT_BATCH;
+    s->n_batch = opts && opts->n_batch > 0 ? opts->n_batch : SESSION_DEFAULT_BATCH;
     if (alloc_kv(s, opts, err) || pilot_create(&s->pilot, m, pf, err) || create_rstate(s, opts, err)) goto fail;
     s->thr_tmp_n = attn_tmp_floats(m, n_ctx);
     s->thr_tmp = aligned_alloc(64, ((s->thr_tmp_n * sizeof(float) + 63) & ~(size_t)63) * (size_t)s->n_threads);

@@ -38,6 +38,26 @@ static const llama_opt OPTS[] = {
     {"-np", "--parallel", NULL, "one generation at a time (sluice serve queues requests)"},
 };
 
+/* Spellings one command takes: llama-bench's prompt + generation test.
+ * Elsewhere getopt would read "-pg" as -p with the value "g". */
+static const struct {
+    const char *cmd, *shrt, *to;
+} ONLY[] = {{"bench", "-pg", "--pg"}};
+
+/* 1 if A is a one-command spelling (ARGV[I] rewritten, or refused: 2 in *RC). */
+static bool only_opt(const char *cmd, char **argv, int i, int *rc)
+{
+    for (size_t k = 0; k < sizeof ONLY / sizeof ONLY[0]; k++) {
+        if (strcmp(argv[i], ONLY[k].shrt)) continue;
+        if (strcmp(cmd, ONLY[k].cmd)) {
+            fprintf(stderr, "sluice: error: unknown option %s (sluice %s --help)\n", argv[i], cmd);
+            *rc = 2;
+        } else argv[i] = (char *)ONLY[k].to;
+        return true;
+    }
+    return false;
+}
+
 /* The options commands that run a model take from the table. */
 static bool runs_model(const char *cmd)
 {
@@ -50,6 +70,11 @@ int cli_llama_args(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--")) break;
+        int rc = 0;
+        if (only_opt(argv[0], argv, i, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
         for (size_t k = 0; k < sizeof OPTS / sizeof OPTS[0]; k++) {
             const llama_opt *o = &OPTS[k];
             bool s = o->shrt && !strcmp(a, o->shrt), l = o->lng && !strcmp(a, o->lng);

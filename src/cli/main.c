@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/build_info.h"
 #include "cli/cli.h"
 #include "sluice.h"
 
@@ -41,7 +42,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("sluice %s\n", SLUICE_VERSION);
+        printf("sluice %s (commit %s)\n", SLUICE_VERSION, cli_build_commit());
         return 0;
     }
     /* `sluice help CMD` is `sluice CMD --help` */

@@ -1,6 +1,7 @@
 #!/bin/sh
-# `sluice bench` on the bundled model: the JSON contract, the options it
-# shares with run (-b, --prefetch), streaming figures with --mem, and that it
+# `sluice bench` on the bundled model: the JSON contract, llama-bench's
+# lists and -o formats (json, jsonl, csv, md), the options it shares with run
+# (-b, --prefetch), streaming figures with --mem, and that it
 # leaves the heat file alone unless --heat-file is given (its tokens repeat
 # every run).  Speeds are only checked to be positive: timing goals live in
 # bench/, not here.
@@ -21,6 +22,10 @@ assert o["p"] == 8 and o["n"] == 4 and o["reps"] == 1 and o["threads"] == 1, o
 assert o["pp_tps"] > 0 and o["tg_tps"] > 0
 assert len(o["results"]) == 1 and len(o["pp_samples"]) == 1'
 check "bench --json in RAM: the streaming figures are null, not zeros" 'assert "streaming" in o and o["streaming"] is None, o.get("streaming")'
+check "bench --json: build commit, model size, context and KV types" '
+assert isinstance(o["build_commit"], str) and o["build_commit"], o.get("build_commit")
+assert o["model_size"] > 0 and o["model_n_params"] > 0 and o["n_ctx"] >= 8, o
+assert o["type_k"] in ("f16", "f32") and o["n_batch"] > 0 and o["sampling"] == "none", o'
 
 run_bench -b 4 --prefetch off --kv f32
 check "bench accepts -b, --prefetch and --kv like run" 'assert o["pp_tps"] > 0 and o["tg_tps"] > 0'
@@ -40,6 +45,60 @@ else ok "bench --mem without --heat-file leaves the heat file alone"; fi
 run_bench --mem 64M --no-probe --heat-file "$T/h.heat"
 if [ -s "$T/h.heat" ]; then ok "bench --heat-file records heat"
 else notok "bench --heat-file records heat" "$(tail -1 "$T/err")"; fi
+
+# -o: llama-bench's record formats over a matrix of lists
+"$BIN" bench -p 8,16 -n 4 -pg 8,4 -t 1 -r 2 -o json >"$T/out.json" 2>"$T/err" || echo '[]' >"$T/out.json"
+check "bench -o json: one record per test of the matrix (pp lists, tg, -pg)" '
+assert [r["test"] for r in o] == ["pp8", "pp16", "tg4", "pp8+tg4"], [r.get("test") for r in o]
+assert [(r["n_prompt"], r["n_gen"]) for r in o] == [(8, 0), (16, 0), (0, 4), (8, 4)], o
+for r in o:
+    assert r["n_threads"] == 1 and r["repetitions"] == 2 and r["warmup"] is True, r
+    assert len(r["samples_ts"]) == 2 and len(r["samples_ns"]) == 2 and r["avg_ts"] > 0, r
+    assert r["model_filename"].endswith("tinymoe-q8_0.gguf") and r["model_type"] == "qwen3moe", r
+    assert r["build_commit"] and r["mem"] is None and r["streaming"] is None, r'
+
+"$BIN" bench -p 8 -n 4 -t 1 -r 1 -o jsonl >"$T/out.jsonl" 2>"$T/err"
+if python3 -c "
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+assert [r['test'] for r in rs] == ['pp8', 'tg4'], rs" "$T/out.jsonl" 2>"$T/why"; then ok "bench -o jsonl: one record per line"
+else notok "bench -o jsonl: one record per line" "$(tail -1 "$T/why")"; fi
+
+"$BIN" bench -p 8 -n 4 -t 1 -r 2 -o csv >"$T/out.csv" 2>"$T/err"
+if python3 -c "
+import csv, sys
+rs = list(csv.DictReader(open(sys.argv[1])))
+assert [r['test'] for r in rs] == ['pp8', 'tg4'], rs
+assert all(float(r['avg_ts']) > 0 and len(r['samples_ts'].split(',')) == 2 for r in rs), rs
+assert all(r['expert_bytes_per_token'] == '' and r['mem'] == '' for r in rs), 'in RAM: empty'" "$T/out.csv" 2>"$T/why"
+then ok "bench -o csv: a header and one row per test, streaming fields empty in RAM"
+else notok "bench -o csv: a header and one row per test, streaming fields empty in RAM" "$(tail -1 "$T/why")"; fi
+
+"$BIN" bench -p 8 -n 0 -t 1 -r 1 -b 4,8 >"$T/out.md" 2>"$T/err"
+if [ "$(grep -c '| *pp8 |' "$T/out.md")" = 2 ] && grep -q '|       4 |' "$T/out.md" && grep -q 'n_batch' "$T/out.md"
+then ok "bench -b 4,8: a row per batch size, with an n_batch column"
+else notok "bench -b 4,8: a row per batch size, with an n_batch column" "$(cat "$T/out.md" "$T/err")"; fi
+
+"$BIN" bench -p 8 -n 4 -t 1 -r 1 --mem 48M,64M --no-probe -o json >"$T/out.json" 2>"$T/err" || echo '[]' >"$T/out.json"
+check "bench --mem 48M,64M: the model streamed under each budget in turn" '
+assert [(r["mem"], r["test"]) for r in o] == [(48 << 20, "pp8"), (48 << 20, "tg4"), (64 << 20, "pp8"), (64 << 20, "tg4")], o
+s = [r["streaming"] for r in o]
+assert all(x and x["expert_bytes_per_token"] >= 0 for x in s), s
+assert s[0]["experts_cached"] < s[2]["experts_cached"], "a bigger budget caches more experts"
+assert o[1]["input"].startswith("real text") and o[1]["sampling"] == "greedy", o[1]'
+
+refused() { # NAME EXPECTED-MESSAGE ARGS...
+    name=$1 msg=$2
+    shift 2
+    "$BIN" "$@" >/dev/null 2>"$T/err"
+    rc=$?
+    if [ $rc = 2 ] && grep -qF -- "$msg" "$T/err"; then ok "$name"; else notok "$name" "exit $rc: $(cat "$T/err")"; fi
+}
+refused "bench -o xml is refused" "-o: expected md, json, jsonl or csv, got 'xml'" bench -o xml
+refused "bench -p 1,,2 is refused (no empty list item)" "-p: expected a value or a comma-separated list" bench -p 1,,2
+refused "bench -pg 8 is refused (a pair is needed)" "-pg: expected prompt and generation counts" bench -pg 8
+refused "bench --json with a -p list points to -o json" "for lists and -pg use -o json" bench --json -p 8,16
+refused "run -pg is refused by name" "unknown option -pg" run -pg 8,4 -p hi
 
 if "$BIN" bench -p 0 -n 0 >/dev/null 2>"$T/err"; then notok "bench -p 0 -n 0 is refused" "it succeeded"
 elif grep -q "nothing to measure" "$T/err"; then ok "bench -p 0 -n 0 is refused"
