@@ -14,8 +14,12 @@
  *
  * Bounds are a margin over what the engine achieves (measured worst, printed
  * on each '#' line), not the README's loose per-type table: a regression
- * several times worse than today fails.  Goldens used an f32 KV cache and no
- * flash attention; sluice reproduces ggml's activation rounding, so prompt
+ * several times worse than today fails.  Each fixture is checked twice: the
+ * arch goldens (f32 KV cache, no flash attention) in SL_KV_F32, and the
+ * goldens recorded with llama.cpp's defaults (f16 K/V, flash attention;
+ * tests/fixtures/golden-fa, committed for every fixture) in sluice's default
+ * SL_KV_F16_FLASH, with their own bounds (fa_fixtures below).  In the arch
+ * goldens' mode sluice reproduces ggml's activation rounding, so prompt
  * logits are within ~2e-7 of R for every weight type, bound 1e-6.
  * Decode steps (one token): llama.cpp used ggml_vec_dot there (4 x 16 lanes)
  * and llamafile's sgemm for the prompt batch; sluice computes every position
@@ -97,6 +101,44 @@ static const fixture fixtures[] = {
     {"gpt-oss-20b-F32", false, 1e-6, TIGHT, 0, 2e-6},       /* 6.0e-7 / 0 (prompt 8.7e-8) */
     {"glm4moe-air-F16", false, 1e-6, 5e-4, 16, 1e-3},       /* 1.73e-4 / 11 of 24 (prompt 8.25e-8) */
 };
+
+/* Bounds against the goldens recorded with llama.cpp's defaults (f16 K/V,
+ * flash attention; tests/fixtures/golden-fa), where they differ from the
+ * arch goldens' above.  Decode steps: llama.cpp's single-token products sum
+ * in another order than its batch (see above); in f32 K/V that is a few
+ * 1e-7 of R, but an f16 cache rounds each K and V value, and one that lies
+ * near an f16 rounding boundary lands on the other side, so steps jump by
+ * ~1e-4 of R as they do for F16 weights.  Prompt logits: where activations
+ * are quantized to q8 (kmix's K-quants, gpt-oss MXFP4's q8_0 attention,
+ * dsv3-lean's q8_0 MLA), a difference in an f16-rounded attention output of
+ * order 1e-7 flips a rounding that the weights amplify to ~1e-2 of R;
+ * qwen35moe's gated attention shows it at 1e-5.  Open (issue 11): the same
+ * one-row flash kernel is within 1.6e-7 of R on every prompt of the other
+ * fixtures (llama q4_0/q8_0, imix and mixtral included), so these four are a
+ * rounding in an f16 path still to be found, not a wrong formula.  Measured
+ * worst in comments, bounds ~2x. */
+static const fixture fa_fixtures[] = {
+    {"llama-kmix-lean-KMIX", true, 1.2e-2, 2e-2, 14, 4e-2},  /* prompt 5.3e-3; steps 5.3e-3, 8 of 16 */
+    {"gpt-oss-20b-MXFP4_MOE", true, 1.5e-2, 1e-2, 22, 2e-2}, /* prompt 7.1e-3; steps 5.1e-3, 14 of 24 */
+    {"llama-kmix-KMIX", false, 2.5e-2, 1.5e-2, 22, 3e-2},    /* prompt 1.16e-2; steps 6.95e-3, 17 of 24 */
+    {"qwen35moe-a3b-F32", false, 3e-5, 2e-4, 20, 4e-4},      /* prompt 9.9e-6; steps 5.7e-5, 13 of 24 */
+    {"llama-gqa-F32", false, 1e-6, 3e-4, 12, 6e-4},          /* steps 1.01e-4, 6 of 24 */
+    {"qwen3moe-a3b-F16", false, 1e-6, 4e-4, 18, 8e-4},       /* steps 1.26e-4, 11 of 24 */
+    {"kimi-linear-kda-F32", false, 1e-6, 5e-5, 12, 1e-4},    /* steps 1.58e-5, 6 of 24 */
+    {"kimi-linear-kda-F16", false, 1e-6, 1e-3, 18, 2e-3},    /* steps 3.77e-4, 11 of 24 */
+    {"gpt-oss-20b-F32", false, 1e-6, 2.5e-4, 18, 5e-4},      /* steps 8.09e-5, 10 of 24 */
+    {"deepseek2-dsv3-lean-Q8_0", true, 2.5e-2, 0.12, 12, 0.3}, /* prompt 1.14e-2; steps 5.7e-2, 7 of 16 */
+    /* steps 0-7 within 4.7e-8; greedy step 23 leaves the golden at a gap of 3.1e-4 R */
+    {"qwen3-dense-lean-BF16", true, 1e-6, TIGHT, 0, 1e-3},
+};
+
+/* FX's bounds for a golden recorded with llama.cpp's defaults. */
+static fixture fa_fixture(const fixture *fx)
+{
+    for (size_t i = 0; i < sizeof fa_fixtures / sizeof *fa_fixtures; i++)
+        if (!strcmp(fa_fixtures[i].name, fx->name)) return fa_fixtures[i];
+    return *fx;
+}
 
 /* Greedy steps where llama.cpp disagrees with itself: the continuation may
  * leave the golden there (and nowhere else).
@@ -374,12 +416,19 @@ static void invariance(sl_model *m, const fixture *fx, json_t *prompt)
 }
 
 /* PATH of a fixture file: tests/fixtures/lean/SUB/NAME.EXT or
- * ../shared/SUB/arch/NAME.EXT; NULL when absent. */
+ * ../shared/SUB/arch/NAME.EXT; the goldens recorded with llama.cpp's
+ * defaults (EXT fa.*) are all committed, in tests/fixtures/golden-fa.
+ * NULL when absent. */
 static const char *fixture_path(const fixture *fx, const char *sub, const char *ext)
 {
     static char buf[3][512];
     static int slot;
     char *p = buf[slot++ % 3];
+    if (!strncmp(ext, "fa.", 3)) {
+        snprintf(p, sizeof buf[0], "tests/fixtures/golden-fa/%s.%s", fx->name, ext);
+        struct stat st;
+        return stat(p, &st) == 0 ? p : NULL;
+    }
     if (fx->lean) {
         snprintf(p, sizeof buf[0], "tests/fixtures/lean/%s/%s.%s", sub, fx->name, ext);
         struct stat st;
@@ -429,19 +478,24 @@ static void check_golden(sl_model *m, const fixture *fx, json_t *j, const char *
 
 /* One golden of FX: EXT "json" (the arch goldens' settings) or "fa.json"
  * (llama.cpp's defaults, recorded with bench/goldtool --defaults). */
-static void run_golden(const fixture *fx, const char *ext, const char *lext)
+static void run_golden(const fixture *base, const char *ext, const char *lext)
 {
     char name[160];
     bool fa = strcmp(ext, "json") != 0;
+    fixture bounds = fa ? fa_fixture(base) : *base;
+    const fixture *fx = &bounds;
     snprintf(name, sizeof name, "arch %s%s", fx->name, fa ? " (llama.cpp defaults)" : "");
     const char *jpath = fixture_path(fx, "golden", ext), *lpath = fixture_path(fx, "golden", lext);
     const char *mpath = fixture_path(fx, "models", "gguf");
-    if (!jpath || !mpath || !lpath) {
-        if (fx->lean && !fa)
+    if (!mpath || !jpath || !lpath) {
+        /* every defaults golden is committed; only ../shared may be absent */
+        if (mpath && fa)
+            printf("not ok %s: tests/fixtures/golden-fa is incomplete (bench/goldtool/record_defaults.sh)\n", name),
+                t_nfail++;
+        else if (fx->lean)
             printf("not ok %s: tests/fixtures/lean is incomplete\n", name), t_nfail++;
         else
-            t_skip(name, fa ? "no golden recorded with llama.cpp's defaults (bench/goldtool --defaults)"
-                            : "../shared fixtures not found");
+            t_skip(name, "../shared fixtures not found");
         return;
     }
     t_begin(name);
@@ -460,7 +514,7 @@ static void run_golden(const fixture *fx, const char *ext, const char *lext)
 static void run_fixture(const fixture *fx)
 {
     run_golden(fx, "json", "logits.f32");
-    if (!fx->lean) run_golden(fx, "fa.json", "fa.logits.f32");
+    run_golden(fx, "fa.json", "fa.logits.f32");
 }
 
 int main(void)
