@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/build_info.h"
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
 #include "engine/api_int.h"
@@ -270,9 +271,34 @@ static json_t *stats_object(const sluice *s)
     return o;
 }
 
-static int print_json(const int32_t *pids, size_t np, const sluice_result *r, json_t *stats)
+/* A float setting as it was typed (0.95, not 0.949999988). */
+static double typed(float x)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", x);
+    return strtod(b, NULL);
+}
+
+/* What produced the run: build, model, context, threads, KV types and the
+ * sampling settings (the seed actually used is the stats' "seed"). */
+static json_t *settings_json(const run_args *a, const char *path, const sluice *s)
+{
+    const sluice_sampling *p = &a->sp;
+    const char *kv = a->mo.eo.kv_mode == SL_KV_F32 ? "f32" : "f16";
+    json_t *sp = json_pack("{s:f,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:b,s:I,s:b}", "temp", typed(p->temp), "top_k", p->top_k,
+                           "top_p", typed(p->top_p), "min_p", typed(p->min_p), "repeat_penalty",
+                           typed(p->repeat_penalty), "repeat_last_n", p->repeat_last_n, "presence_penalty",
+                           typed(p->presence_penalty), "frequency_penalty", typed(p->frequency_penalty), "constrained", p->grammar || p->json_schema, "n_predict",
+                           (json_int_t)a->n_predict, "greedy", p->temp <= 0);
+    return json_pack("{s:s,s:s,s:i,s:i,s:s,s:s,s:b,s:o}", "build_commit", cli_build_commit(), "model", path, "n_ctx",
+                     (int)sluice_n_ctx(s), "threads", a->mo.threads > 0 ? a->mo.threads : cpu_physical_cores(),
+                     "type_k", kv, "type_v", kv, "flash_attn", a->mo.eo.kv_mode == SL_KV_F16_FLASH, "sampling", sp);
+}
+
+static int print_json(const int32_t *pids, size_t np, const sluice_result *r, json_t *stats, json_t *settings)
 {
     json_t *o = json_object();
+    json_object_set_new(o, "settings", settings);
     json_object_set_new(o, "prompt_ids", cli_json_ids(pids, np));
     json_object_set_new(o, "ids", cli_json_ids(r->ids, r->n_ids));
     json_object_set_new(o, "text", cli_json_text(r->text, r->len));
@@ -293,7 +319,7 @@ static int write_stats_json(FILE *f, const char *path, json_t *stats)
     return bad ? cli_fail("cannot write %s", path) : 0;
 }
 
-static int run(run_args *a, sluice *s)
+static int run(run_args *a, sluice *s, const char *path)
 {
     int32_t *pids = NULL;
     size_t np = 0;
@@ -337,7 +363,7 @@ static int run(run_args *a, sluice *s)
     bool open_line = !a->json && res.len && res.text[res.len - 1] != '\n';
     if (open_line && isatty(STDOUT_FILENO)) putchar('\n');
     else if (open_line && a->stats) fputc('\n', stderr);
-    rc = a->json ? print_json(pids, np, &res, st) : 0;
+    rc = a->json ? print_json(pids, np, &res, st, settings_json(a, path, s)) : 0;
     if (a->stats) cli_print_stats(stderr, st);
     if (sj && write_stats_json(sj, a->stats_json, st)) rc = 1;
     sj = NULL;
@@ -362,13 +388,14 @@ int cmd_run(int argc, char **argv)
         return r < 0 ? 2 : 0;
     }
     sluice *s;
-    if (cli_open(&a.mo, &s, NULL)) {
+    const char *path = NULL;
+    if (cli_open(&a.mo, &s, &path)) {
         free(a.stops);
         cli_gen_free(&a.mo);
         return 1;
     }
     cli_print_notes(s, a.stats || a.verbose);
-    int rc = run(&a, s);
+    int rc = run(&a, s, path);
     sluice_close(s);
     free(a.stops);
     cli_gen_free(&a.mo);

@@ -47,6 +47,12 @@ for k, t in [("prompt_ids", list), ("ids", list), ("text", str), ("prompt_tokens
     assert isinstance(o[k], t), "%s has type %s" % (k, type(o[k]).__name__)
 assert o["prompt_tokens"] == len(o["prompt_ids"]) and o["generated_tokens"] == len(o["ids"]), "counts"
 assert o["prompt_tps"] > 0 and o["decode_tps"] > 0 and o["ttft_s"] > 0, "timings not positive"' "$T/g0.json"
+check "run --json names what produced it: build, model, context, threads, KV types, sampling" py '
+o = json.load(open(sys.argv[1]))["settings"]
+assert o["build_commit"] and o["model"].endswith("tinymoe-q8_0.gguf") and o["n_ctx"] > 0 and o["threads"] >= 1, o
+assert o["type_k"] == "f16" and o["flash_attn"] is True, o
+s = o["sampling"]
+assert s["temp"] == 0 and s["greedy"] is True and s["top_p"] == 0.95 and s["n_predict"] == 64, s' "$T/g0.json"
 check "run --json stdout is exactly one JSON object" py '
 s = open(sys.argv[1]).read(); json.loads(s); assert s.count("\n") == 1 and s.endswith("}\n"), repr(s[:80])' "$T/g0.json"
 
