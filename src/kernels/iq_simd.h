@@ -44,6 +44,24 @@ static inline S s_bits(uint64_t b) { return _cvtu64_mask64(b); }
 /* elements whose sign bit is set, negated (|a| <= 127: no wrap) */
 static inline V v_signs(V a, S s) { return _mm512_mask_sub_epi8(a, s, _mm512_setzero_si512(), a); }
 static inline V v_dot(V acc, V mag, V a, V sc) { return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(mag, a), sc); }
+/* int16 lane i of S (a sub-block's scale) across sub-block i's elements, for the two sub-blocks of vector v */
+static inline V v_scales(__m128i s, int v)
+{
+    __m512i ctl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(4 * v | (4 * v + 1) << 8))),
+                                     _mm256_set1_epi16((short)((4 * v + 2) | (4 * v + 3) << 8)), 1);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(s), ctl);
+}
+/* int16 lane j of S16 (a 16-element half-block's scale) across half-blocks 4v..4v+3 */
+static inline V v_half_scales(__m256i s16, int v)
+{
+    __m128i h = v < 2 ? _mm256_castsi256_si128(s16) : _mm256_extracti128_si256(s16, 1);
+    int a = 4 * v % 8;
+    __m256i lo = _mm256_set_m128i(_mm_set1_epi16((short)((2 * a + 2) | (2 * a + 3) << 8)),
+                                  _mm_set1_epi16((short)(2 * a | (2 * a + 1) << 8)));
+    __m256i hi = _mm256_set_m128i(_mm_set1_epi16((short)((2 * a + 6) | (2 * a + 7) << 8)),
+                                  _mm_set1_epi16((short)((2 * a + 4) | (2 * a + 5) << 8)));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(h), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+}
 static inline __m256i v_fold(V s) { return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)); }
 #else
 typedef __m256i V;
@@ -70,6 +88,18 @@ static inline V v_dot(V acc, V mag, V a, V sc)
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, a), sc));
 }
 static inline __m256i v_fold(V s) { return s; }
+static inline V v_scales(__m128i s, int v)
+{
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(s), _mm256_set1_epi16((short)(2 * v | (2 * v + 1) << 8)));
+}
+static inline V v_half_scales(__m256i s16, int v) /* half-blocks 2v, 2v+1 */
+{
+    __m128i h = v < 4 ? _mm256_castsi256_si128(s16) : _mm256_extracti128_si256(s16, 1);
+    int a = 2 * v % 8;
+    __m256i ctl = _mm256_set_m128i(_mm_set1_epi16((short)((2 * a + 2) | (2 * a + 3) << 8)),
+                                   _mm_set1_epi16((short)(2 * a | (2 * a + 1) << 8)));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(h), ctl);
+}
 #endif
 
 /* ---- one 32-element sub-block, decoded (the same code for both widths) ---- */
@@ -79,7 +109,6 @@ typedef struct {
     uint32_t sg;    /* sign bit per element */
     uint32_t dsg;   /* IQ1_M: delta sign per element */
     int16_t s0, s1; /* odd scales 2s+1 of elements 0-15, 16-31 */
-    int16_t coef;   /* IQ1_S: scale times delta sign */
 } sub32;
 
 /* 4 groups of 7 stored sign bits -> 4 bytes, the 8th bit of each making
@@ -100,9 +129,13 @@ static inline uint64_t le64(const uint8_t *p)
     return v;
 }
 
-/* Eight 4-byte grid points by index: one gather.  Building the vector from
- * a stack array of indices instead (a loop GCC leaves rolled) cost IQ3_S
- * two thirds of its speed in store-to-load forwarding. */
+/* Grid points are fetched either by one gather or by scalar loads and
+ * inserts, whichever measured faster per type on this machine (AMD Zen 4,
+ * bench_kernels decode, 1 thread): scalar loads for IQ1_S, IQ2_XXS, IQ2_XS,
+ * IQ2_S and IQ3_XXS (+20-40%), gathers for IQ1_M and IQ3_S (scalar loads
+ * were 5-20% slower there).  Indices must never go through a stack array
+ * read back as a vector (a store-to-load forwarding stall per sub-block). */
+
 /* Four 8-byte grid points by index: one gather (the vector of indices is
  * built with vector ops, not from scalars). */
 static inline __m256i grid64v(const uint64_t *t, __m128i idx)
@@ -119,9 +152,25 @@ static inline __m128i idx4(const uint8_t *q, int h, int step, int mask)
     return _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)kq_le32(q))), hi);
 }
 
+/* The same four points by scalar loads. */
+static inline __m256i grid64s(const uint64_t *t, const uint8_t *q, int h, int step, int mask)
+{
+    return _mm256_setr_epi64x((long long)t[q[0] | (h & mask) << 8], (long long)t[q[1] | ((h >> step) & mask) << 8],
+                              (long long)t[q[2] | ((h >> 2 * step) & mask) << 8],
+                              (long long)t[q[3] | ((h >> 3 * step) & mask) << 8]);
+}
+
 static inline __m256i grid32(const uint32_t *t, __m256i idx)
 {
     return _mm256_i32gather_epi32((const int *)t, idx, 4);
+}
+
+/* Eight 4-byte points by 8-bit index, by scalar loads (IQ3_XXS: 3.6 -> 4.4
+ * GB/s here; IQ3_S, whose indices carry a ninth bit, is faster gathered). */
+static inline __m256i grid32s(const uint32_t *t, const uint8_t *q)
+{
+    return _mm256_setr_epi32((int)t[q[0]], (int)t[q[1]], (int)t[q[2]], (int)t[q[3]], (int)t[q[4]], (int)t[q[5]],
+                             (int)t[q[6]], (int)t[q[7]]);
 }
 
 /* TQ1_0 digit bytes: ((q * p mod 256) * 3) >> 8 per byte (kq_trit), with
@@ -159,7 +208,8 @@ static inline __m256i tq1_chunk(const uint8_t *b, int k)
 IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
 {
     uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
-    c->g = grid64v(kq_iq2xxs_grid, _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)idx)));
+    c->g = _mm256_setr_epi64x((long long)kq_iq2xxs_grid[idx & 255], (long long)kq_iq2xxs_grid[(idx >> 8) & 255],
+                              (long long)kq_iq2xxs_grid[(idx >> 16) & 255], (long long)kq_iq2xxs_grid[idx >> 24]);
     c->sg = even_signs4(ss);
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
@@ -167,7 +217,8 @@ IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
 IQ_INLINE void sub_iq2_xs(const uint8_t *b, int ib, sub32 *c)
 {
     uint64_t x = le64(b + 2 + 8 * ib); /* 4 x (9-bit index, 7 sign bits) */
-    c->g = grid64v(kq_iq2xs_grid, _mm_and_si128(_mm_cvtepu16_epi32(_mm_cvtsi64_si128((long long)x)), _mm_set1_epi32(511)));
+    c->g = _mm256_setr_epi64x((long long)kq_iq2xs_grid[x & 511], (long long)kq_iq2xs_grid[(x >> 16) & 511],
+                              (long long)kq_iq2xs_grid[(x >> 32) & 511], (long long)kq_iq2xs_grid[(x >> 48) & 511]);
     c->sg = even_signs4((uint32_t)_pext_u64(x, 0xfe00fe00fe00fe00ull));
     c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
 }
@@ -176,7 +227,7 @@ IQ_INLINE void sub_iq2_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
     int h = b[66 + ib]; /* index bits 8-9 of group l: bits 2l, 2l+1 */
-    c->g = grid64v(kq_iq2s_grid, idx4(q, h, 2, 3));
+    c->g = grid64s(kq_iq2s_grid, q, h, 2, 3);
     c->sg = kq_le32(b + 34 + 4 * ib);
     c->s0 = (int16_t)(2 * (b[74 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[74 + ib] >> 4) + 1);
 }
@@ -184,7 +235,7 @@ IQ_INLINE void sub_iq2_s(const uint8_t *b, int ib, sub32 *c)
 IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
 {
     uint32_t ss = kq_le32(b + 66 + 4 * ib);
-    c->g = grid32(kq_iq3xxs_grid, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * ib))));
+    c->g = grid32s(kq_iq3xxs_grid, b + 2 + 8 * ib);
     c->sg = even_signs4(ss);
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
@@ -210,19 +261,18 @@ IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
     int h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
-    iq1_grid(grid64v(kq_iq1s_grid, idx4(q, h, 3, 7)), c);
-    c->s0 = c->s1 = (int16_t)(2 * ((h >> 12) & 7) + 1);
-    c->coef = (int16_t)(h & 0x8000 ? -c->s0 : c->s0);
+    iq1_grid(grid64s(kq_iq1s_grid, q, h, 3, 7), c);
+    /* its scale and delta sign: decode_iq1_s, for all eight at once */
 }
 
 IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 4 * ib;
     /* nibble l of h: index bits 8-10 of group l, then its delta sign */
-    int h = kq_le16(b + 32 + 2 * ib), sc = kq_le16(b + 48 + 2 * (ib / 2)) >> 6 * (ib & 1);
+    int h = kq_le16(b + 32 + 2 * ib);
     iq1_grid(grid64v(kq_iq1s_grid, idx4(q, h, 4, 7)), c);
     c->dsg = _pdep_u32(_pext_u32((uint32_t)h, 0x8888u), 0x01010101u) * 0xffu; /* bit 4l+3 -> byte l */
-    c->s0 = (int16_t)(2 * (sc & 7) + 1), c->s1 = (int16_t)(2 * ((sc >> 3) & 7) + 1);
+    /* its two half-block scales: decode_iq1_m, all sixteen at once */
 }
 
 /* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m]. */
@@ -234,18 +284,36 @@ static inline __m256i tq2_chunk(const uint8_t *b, int k)
 
 IQ_INLINE void chunk_of(uint32_t T, const uint8_t *b, int ib, sub32 *c)
 {
-    c->dsg = 0, c->coef = 0, c->sg = 0, c->s0 = c->s1 = 1;
+    c->dsg = 0, c->sg = 0, c->s0 = c->s1 = 1;
     switch (T) {
     case GGML_TYPE_IQ2_XXS: sub_iq2_xxs(b, ib, c); break;
     case GGML_TYPE_IQ2_XS: sub_iq2_xs(b, ib, c); break;
     case GGML_TYPE_IQ2_S: sub_iq2_s(b, ib, c); break;
     case GGML_TYPE_IQ3_XXS: sub_iq3_xxs(b, ib, c); break;
     case GGML_TYPE_IQ3_S: sub_iq3_s(b, ib, c); break;
-    case GGML_TYPE_IQ1_S: sub_iq1_s(b, ib, c); break;
-    case GGML_TYPE_IQ1_M: sub_iq1_m(b, ib, c); break;
     case GGML_TYPE_TQ1_0: c->g = tq1_chunk(b, ib); break; /* no signs, scale 1 */
     default: c->g = tq2_chunk(b, ib); break;
     }
+}
+
+/* Sixteen half-block scales 2n+1 from the nibbles of 8 bytes at P (low
+ * nibble first: IQ2_XS, IQ2_S), as int16 lanes, with vector ops. */
+static inline __m256i nibble_scales(const uint8_t *p)
+{
+    const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 4, -1, 4, -1, 5, -1,
+                                         5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    const __m256i shl = _mm256_setr_epi16(256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16, 256, 16);
+    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)p)), dup);
+    x = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(x, shl), 8), _mm256_set1_epi16(15));
+    return _mm256_or_si256(_mm256_slli_epi16(x, 1), _mm256_set1_epi16(1));
+}
+
+/* The types whose scales decode as one vector of half-block scales. */
+IQ_INLINE int half_scales(uint32_t T, const uint8_t *b, __m256i *s16)
+{
+    if (T == GGML_TYPE_IQ2_XS) return *s16 = nibble_scales(b + 66), 1;
+    if (T == GGML_TYPE_IQ2_S) return *s16 = nibble_scales(b + 74), 1;
+    return 0;
 }
 
 /* ---- one superblock of one row, decoded for every token of a tile ---- */
@@ -269,9 +337,74 @@ static inline float block_scale(uint32_t T, const uint8_t *b)
     }
 }
 
+/* IQ1_S: the eight sub-blocks' scales and delta coefficients (sign bit 15,
+ * scale bits 12-14 of each qh word) as vectors straight from qh; building
+ * the coefficients in a stack array and loading it as one vector stalled
+ * every superblock on store-to-load forwarding. */
+IQ_INLINE void decode_iq1_s(const uint8_t *b, wdec *w)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)(b + 34));
+    __m128i sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
+                              _mm_set1_epi16(1));
+    __m128i neg = _mm_srai_epi16(h, 15);
+    __m256i coef = _mm256_cvtepu16_epi32(_mm_sub_epi16(_mm_xor_si128(sc, neg), neg));
+    w->coef = _mm256_or_si256(coef, _mm256_slli_epi32(coef, 16)); /* lanes 2i, 2i+1: sub-block i */
+#pragma GCC unroll 8
+    for (int v = 0; v < IQ_NV; v++) {
+        __m256i g[IQ_SB];
+        uint64_t sg = 0;
+#pragma GCC unroll 2
+        for (int j = 0; j < IQ_SB; j++) {
+            sub32 c;
+            sub_iq1_s(b, v * IQ_SB + j, &c);
+            g[j] = c.g;
+            sg |= (uint64_t)c.sg << 32 * j;
+        }
+        w->mag[v] = v_cat(g), w->scl[v] = v_scales(sc, v), w->sgn[v] = s_bits(sg);
+    }
+    w->d = block_scale(GGML_TYPE_IQ1_S, b);
+}
+
+/* IQ1_M: the sixteen half-block scales (3 bits each, in order, in the four
+ * scale words) as one int16 vector, not sixteen broadcasts from scalars. */
+IQ_INLINE void decode_iq1_m(const uint8_t *b, wdec *w)
+{
+    const __m256i words = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6,
+                                           7, 6, 7, 6, 7, 6, 7);
+    const __m256i shl = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), words);
+    x = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(x, shl), 9), _mm256_set1_epi16(7)); /* bits 3k..3k+2 */
+    __m256i s16 = _mm256_or_si256(_mm256_slli_epi16(x, 1), _mm256_set1_epi16(1));
+#pragma GCC unroll 8
+    for (int v = 0; v < IQ_NV; v++) {
+        __m256i g[IQ_SB];
+        uint64_t sg = 0, dsg = 0;
+#pragma GCC unroll 2
+        for (int j = 0; j < IQ_SB; j++) {
+            sub32 c;
+            sub_iq1_m(b, v * IQ_SB + j, &c);
+            g[j] = c.g;
+            sg |= (uint64_t)c.sg << 32 * j;
+            dsg |= (uint64_t)c.dsg << 32 * j;
+        }
+        w->mag[v] = v_cat(g), w->scl[v] = v_half_scales(s16, v);
+        w->sgn[v] = s_bits(sg), w->dsg[v] = s_bits(dsg);
+    }
+    w->d = block_scale(GGML_TYPE_IQ1_M, b);
+}
+
 IQ_INLINE void decode(uint32_t T, const uint8_t *b, wdec *w)
 {
-    int16_t coef[16];
+    if (T == GGML_TYPE_IQ1_S) {
+        decode_iq1_s(b, w);
+        return;
+    }
+    if (T == GGML_TYPE_IQ1_M) {
+        decode_iq1_m(b, w);
+        return;
+    }
+    __m256i s16 = _mm256_setzero_si256();
+    int vs = half_scales(T, b, &s16);
 #pragma GCC unroll 8
     for (int v = 0; v < IQ_NV; v++) {
         __m256i g[IQ_SB], sc[IQ_SB];
@@ -285,13 +418,11 @@ IQ_INLINE void decode(uint32_t T, const uint8_t *b, wdec *w)
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
             sg |= (uint64_t)c.sg << 32 * j;
             dsg |= (uint64_t)c.dsg << 32 * j;
-            coef[2 * ib] = coef[2 * ib + 1] = c.coef;
         }
-        w->mag[v] = v_cat(g), w->scl[v] = v_cat(sc);
+        w->mag[v] = v_cat(g), w->scl[v] = vs ? v_half_scales(s16, v) : v_cat(sc);
         if (has_signs(T)) w->sgn[v] = s_bits(sg);
         if (T == GGML_TYPE_IQ1_M) w->dsg[v] = s_bits(dsg);
     }
-    if (T == GGML_TYPE_IQ1_S) w->coef = _mm256_loadu_si256((const __m256i *)coef);
     w->d = block_scale(T, b);
 }
 
