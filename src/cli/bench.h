@@ -41,7 +41,7 @@ typedef struct {
     bool no_probe;
     bool cold;            /* streaming tg: no warm-up text */
     double throttle;      /* --throttle: bytes/s ceiling for expert reads (0: none) */
-    const char *throttle_how; /* how it was applied, for the report */
+    char throttle_how[200]; /* how it was applied, for the report (outlives the engines) */
     bool throttle_sim;    /* --throttle-sim: the store's simulated drive even as root */
     const char *timeline; /* --timeline FILE.svg */
 } bench_args;

@@ -382,7 +382,7 @@ static json_t *legacy_stream_json(const bench_report *r)
                      pf_admit_name(e->admit), "mem", (json_int_t)e->plan.total, "experts_cached",
                      (json_int_t)e->plan.slots, "experts", (json_int_t)e->plan.experts, "raw_gbps", e->probe.gbps,
                      "tg_io_bound_tps", bound, "throttle_bps", a->throttle, "throttle_how",
-                     a->throttle_how ? a->throttle_how : "none", "cold", a->cold, "per_threads", per);
+                     a->throttle_how[0] ? a->throttle_how : "none", "cold", a->cold, "per_threads", per);
 }
 
 /* The settings, the first thread count's results at top level, and every

@@ -575,7 +575,7 @@ static int bench_engine_run(const bench_args *a, cli_model *cm, bench_report *r,
 }
 
 /* The blkio throttle on the model's disks, when --throttle runs as root. */
-static int start_throttle(bench_args *a, const cli_model *cm, blkio_throttle *bt, char *how, size_t cap)
+static int start_throttle(bench_args *a, const cli_model *cm, blkio_throttle *bt)
 {
     const gguf_file *g = model_gguf(cm->model);
     const char *paths[16];
@@ -585,8 +585,7 @@ static int start_throttle(bench_args *a, const cli_model *cm, blkio_throttle *bt
     if (a->eo.pack) paths[np++] = a->eo.pack; /* the manifest's disk; drives on others need bench/multidrive.sh */
     if (blkio_throttle_start(bt, paths, np, (uint64_t)a->throttle, why, sizeof why) || !bt->active)
         return cli_fail("--throttle: %s", why);
-    snprintf(how, cap, "blkio cgroup on %s", bt->devices);
-    a->throttle_how = how;
+    snprintf(a->throttle_how, sizeof a->throttle_how, "blkio cgroup on %s", bt->devices);
     return 0;
 }
 
@@ -595,8 +594,8 @@ static int bench_all(bench_args *a, bench_report *r)
 {
     long nt = max_ctx(a);
     bool blkio = a->throttle > 0 && !a->throttle_sim && geteuid() == 0 && access("/sys/fs/cgroup/blkio", W_OK) == 0;
-    if (a->throttle > 0 && !blkio) a->throttle_how = "the store's simulated drive";
-    char how[200];
+    if (a->throttle > 0 && !blkio)
+        snprintf(a->throttle_how, sizeof a->throttle_how, "the store's simulated drive");
     int rc = 0;
     for (int m = 0; m < (a->n_mems ? a->n_mems : 1) && !rc; m++) {
         /* plan the budget for exactly the sessions the tests create */
@@ -616,7 +615,7 @@ static int bench_all(bench_args *a, bench_report *r)
             model_size(cm.model, &r->model_bytes, &r->model_params);
         }
         blkio_throttle bt = {0};
-        rc = blkio ? start_throttle(a, &cm, &bt, how, sizeof how) : 0;
+        rc = blkio ? start_throttle(a, &cm, &bt) : 0;
         if (!rc) rc = bench_engine_run(a, &cm, r, nt);
         blkio_throttle_stop(&bt);
         cli_model_close(&cm);
