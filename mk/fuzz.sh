@@ -5,7 +5,10 @@
 # seeded from tests/fuzz/seeds, tests/fuzz/regress and, when present,
 # ../shared (vocab texts, models).  Crashes land in build-fuzz/crash/; copy
 # a fixed one to tests/fuzz/regress/NAME/ so `make test` replays it.
-# FUZZ_ONLY="gguf jinja" runs some harnesses only.  Exit 1 on any crash.
+# FUZZ_ONLY="gguf jinja" runs some harnesses only; FUZZ_RUNS=N also stops a
+# harness after N executions (whichever comes first); FUZZ_REPORT=FILE
+# writes the summary there (two groups can then run side by side).  Exit 1
+# on any crash.
 set -u
 FUZZ_S=${FUZZ_S:-60}
 MAKE=${MAKE:-make}
@@ -43,7 +46,9 @@ seed_extra() {
 }
 
 status=0
-report=$B/report.txt
+report=${FUZZ_REPORT:-$B/report.txt}
+runs=""
+[ -n "${FUZZ_RUNS:-}" ] && runs=-runs=$FUZZ_RUNS
 : >"$report"
 for src in tests/fuzz/fuzz_*.c; do
     n=$(basename "$src" .c)
@@ -59,7 +64,7 @@ for src in tests/fuzz/fuzz_*.c; do
     log=$B/$h.log
     echo "== fuzz $h ($FUZZ_S s)"
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        $B/bin/$n -max_total_time="$FUZZ_S" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+        $B/bin/$n -max_total_time="$FUZZ_S" $runs -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
         -max_len=$maxlen $dict -artifact_prefix=$B/crash/$h- \
         $B/corpus/$h tests/fuzz/seeds/$h tests/fuzz/regress/$h >"$log" 2>&1
     rc=$?

@@ -89,6 +89,7 @@ typedef struct {
     const char *path;
     uint64_t size, pos;
     uint8_t *buf;
+    size_t buf_cap; /* RD_BUF, or the whole file when it is smaller */
     uint64_t buf_off;
     size_t buf_len;
     sl_err *err;
@@ -115,12 +116,12 @@ static int rd(cursor *c, void *dst, uint64_t n, const char *what)
             out += take, c->pos += take, n -= take;
             continue;
         }
-        if (n >= RD_BUF) { /* large blocks bypass the buffer */
+        if (n >= c->buf_cap) { /* large blocks bypass the buffer */
             if (sl_pread_full(c->fd, out, n, c->pos, c->path, c->err)) return -1;
             c->pos += n;
             return 0;
         }
-        uint64_t want = remaining(c) < RD_BUF ? remaining(c) : RD_BUF;
+        uint64_t want = remaining(c) < c->buf_cap ? remaining(c) : c->buf_cap;
         if (sl_pread_full(c->fd, c->buf, want, c->pos, c->path, c->err)) return -1;
         c->buf_off = c->pos;
         c->buf_len = want;
@@ -435,7 +436,8 @@ static int parse_part(gguf_file *g, const char *path, int fd, uint64_t *data_off
     struct stat st;
     if (fstat(fd, &st) != 0) return sl_errf(err, "%s: cannot stat: %s", path, strerror(errno));
     cursor c = {.fd = fd, .path = path, .size = (uint64_t)st.st_size, .err = err};
-    c.buf = malloc(RD_BUF);
+    c.buf_cap = c.size < RD_BUF ? (size_t)c.size + 1 : RD_BUF;
+    c.buf = malloc(c.buf_cap);
     if (!c.buf) return sl_errf(err, "%s: out of memory", path);
     uint64_t n_tensors, n_kv;
     int rc = read_header(&c, g, &n_tensors, &n_kv);
