@@ -13,7 +13,7 @@ set -u
 S=${1:-7200}
 R=${2:-10000000}
 FUZZ_ONLY=none make fuzz FUZZ_S=0 >/dev/null || exit 1 # build only
-others=$(for f in tests/fuzz/fuzz_*.c; do h=$(basename "$f" .c); h=${h#fuzz_}; [ "$h" != gguf ] && echo "$h"; done)
+others=$(for f in tests/fuzz/fuzz_*.c; do h=$(basename "$f" .c); h=${h#fuzz_}; [ "$h" != gguf ] && printf '%s ' "$h"; done)
 FUZZ_ONLY=gguf FUZZ_RUNS=$R FUZZ_REPORT=build-fuzz/report-gguf.txt make fuzz FUZZ_S="$S" >build-fuzz/long-gguf.out 2>&1 &
 pid=$!
 FUZZ_ONLY="$others" FUZZ_RUNS=$R FUZZ_REPORT=build-fuzz/report-rest.txt make fuzz FUZZ_S="$S" >build-fuzz/long-rest.out 2>&1
