@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tok/tok_internal.h"
+#include "util/heap.h"
 
 #define CACHE_MAX_WORD 256
 
@@ -127,46 +128,14 @@ static bool bigram_before(const bigram *a, const bigram *b)
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static int heap_push(word_state *s, bigram b)
-{
-    if (s->nheap == s->heapcap) {
-        size_t cap = s->heapcap ? s->heapcap * 2 : 64;
-        bigram *h = realloc(s->heap, cap * sizeof *h);
-        if (!h) return -1;
-        s->heap = h;
-        s->heapcap = cap;
-    }
-    size_t i = s->nheap++;
-    while (i > 0 && bigram_before(&b, &s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = b;
-    return 0;
-}
-
-static bigram heap_pop(word_state *s)
-{
-    bigram top = s->heap[0], last = s->heap[--s->nheap];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->nheap) break;
-        if (c + 1 < s->nheap && bigram_before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!bigram_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->nheap) s->heap[i] = last;
-    return top;
-}
+HEAP_DEFINE(bg, word_state, bigram, bigram_before, 64)
 
 static int try_pair(const sl_vocab *v, word_state *s, const char *w, int32_t l, int32_t r)
 {
     if (l < 0 || r < 0) return 0;
     int32_t rank = merge_rank(v, w + s->start[l], s->n[l], w + s->start[r], s->n[r]);
     if (rank < 0) return 0;
-    return heap_push(s, (bigram){rank, l, r, s->n[l] + s->n[r]});
+    return bg_push(s, (bigram){rank, l, r, s->n[l] + s->n[r]});
 }
 
 static int state_reserve(word_state *s, size_t n)
@@ -219,7 +188,7 @@ static int merge_word(const sl_vocab *v, word_state *s, const char *w, size_t le
     for (int32_t i = 1; i < nsym; i++)
         if (try_pair(v, s, w, i - 1, i)) return -1;
     while (s->nheap) {
-        bigram b = heap_pop(s);
+        bigram b = bg_pop(s);
         int32_t l = b.left, r = b.right;
         if (!s->n[l] || !s->n[r] || s->n[l] + s->n[r] != b.size) continue; /* outdated */
         s->n[l] += s->n[r];

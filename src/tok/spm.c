@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tok/tok_internal.h"
+#include "util/heap.h"
 
 typedef struct {
     float score;
@@ -29,39 +30,7 @@ static bool before(const spm_bigram *a, const spm_bigram *b)
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static int push(spm_state *s, spm_bigram b)
-{
-    if (s->nheap == s->heapcap) {
-        size_t cap = s->heapcap ? s->heapcap * 2 : 256;
-        spm_bigram *h = realloc(s->heap, cap * sizeof *h);
-        if (!h) return -1;
-        s->heap = h;
-        s->heapcap = cap;
-    }
-    size_t i = s->nheap++;
-    while (i > 0 && before(&b, &s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = b;
-    return 0;
-}
-
-static spm_bigram pop(spm_state *s)
-{
-    spm_bigram top = s->heap[0], last = s->heap[--s->nheap];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->nheap) break;
-        if (c + 1 < s->nheap && before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->nheap) s->heap[i] = last;
-    return top;
-}
+HEAP_DEFINE(bg, spm_state, spm_bigram, before, 256)
 
 static int try_pair(spm_state *s, int32_t l, int32_t r)
 {
@@ -69,7 +38,7 @@ static int try_pair(spm_state *s, int32_t l, int32_t r)
     uint32_t size = s->n[l] + s->n[r];
     int32_t id = vocab_lookup(s->v, s->text + s->start[l], size);
     if (id < 0) return 0;
-    return push(s, (spm_bigram){s->v->score[id], l, r, size});
+    return bg_push(s, (spm_bigram){s->v->score[id], l, r, size});
 }
 
 static int32_t byte_token(const sl_vocab *v, unsigned char b)
@@ -100,7 +69,7 @@ static int merge_all(spm_state *s, int32_t nsym)
     for (int32_t i = 1; i < nsym; i++)
         if (try_pair(s, i - 1, i)) return -1;
     while (s->nheap) {
-        spm_bigram b = pop(s);
+        spm_bigram b = bg_pop(s);
         int32_t l = b.left, r = b.right;
         if (!s->n[l] || !s->n[r] || s->n[l] + s->n[r] != b.size) continue; /* outdated */
         s->n[l] += s->n[r];
