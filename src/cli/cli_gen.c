@@ -478,6 +478,26 @@ static int constraint_option(int opt, const char *arg, cli_model_opts *mo, sluic
     return 1;
 }
 
+int cli_draft_option(int opt, const char *arg, spec_setup_opts *d)
+{
+    long v;
+    switch (opt) {
+    case CLI_OPT_DRAFT: d->draft = arg; return 1;
+    case CLI_OPT_DRAFT_MAX: case CLI_OPT_DRAFT_MIN: case CLI_OPT_NGRAM_MIN: case CLI_OPT_NGRAM_MAX: {
+        bool ng = opt == CLI_OPT_NGRAM_MIN || opt == CLI_OPT_NGRAM_MAX;
+        const char *name = opt == CLI_OPT_DRAFT_MAX ? "--draft-max" : opt == CLI_OPT_DRAFT_MIN ? "--draft-min"
+                           : opt == CLI_OPT_NGRAM_MIN ? "--ngram-min" : "--ngram-max";
+        if (cli_parse_int(name, arg, ng ? 1 : 0, ng ? 64 : 16, &v)) return -1;
+        int32_t *dst = opt == CLI_OPT_DRAFT_MAX ? &d->k_max : opt == CLI_OPT_DRAFT_MIN ? &d->k_min
+                       : opt == CLI_OPT_NGRAM_MIN ? &d->ngram_min : &d->ngram_max;
+        *dst = (int32_t)v;
+        return 1;
+    }
+    case CLI_OPT_DRAFT_P_MIN: return cli_parse_float("--draft-p-min", arg, &d->p_min) ? -1 : 1;
+    default: return 0;
+    }
+}
+
 int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling *sp)
 {
     long v;
@@ -499,18 +519,9 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
         if (cli_parse_int("-t", arg, 0, 1024, &v)) return -1;
         mo->threads = (int)v;
         return 1;
-    case CLI_OPT_DRAFT: mo->draft = arg; return 1;
-    case CLI_OPT_DRAFT_MAX: case CLI_OPT_DRAFT_MIN: case CLI_OPT_NGRAM_MIN: case CLI_OPT_NGRAM_MAX: {
-        bool ng = opt == CLI_OPT_NGRAM_MIN || opt == CLI_OPT_NGRAM_MAX;
-        const char *name = opt == CLI_OPT_DRAFT_MAX ? "--draft-max" : opt == CLI_OPT_DRAFT_MIN ? "--draft-min"
-                           : opt == CLI_OPT_NGRAM_MIN ? "--ngram-min" : "--ngram-max";
-        if (cli_parse_int(name, arg, ng ? 1 : 0, ng ? 64 : 16, &v)) return -1;
-        int32_t *dst = opt == CLI_OPT_DRAFT_MAX ? &mo->draft_max : opt == CLI_OPT_DRAFT_MIN ? &mo->draft_min
-                       : opt == CLI_OPT_NGRAM_MIN ? &mo->ngram_min : &mo->ngram_max;
-        *dst = (int32_t)v;
-        return 1;
-    }
-    case CLI_OPT_DRAFT_P_MIN: return cli_parse_float("--draft-p-min", arg, &mo->draft_p_min) ? -1 : 1;
+    case CLI_OPT_DRAFT: case CLI_OPT_DRAFT_MAX: case CLI_OPT_DRAFT_MIN: case CLI_OPT_NGRAM_MIN: case CLI_OPT_NGRAM_MAX:
+    case CLI_OPT_DRAFT_P_MIN:
+        return cli_draft_option(opt, arg, &mo->draft);
     case CLI_OPT_TEMP: return cli_parse_float("--temp", arg, &sp->temp) ? -1 : 1;
     case CLI_OPT_TOPP: return cli_parse_float("--top-p", arg, &sp->top_p) ? -1 : 1;
     case CLI_OPT_MINP: return cli_parse_float("--min-p", arg, &sp->min_p) ? -1 : 1;
@@ -553,12 +564,12 @@ static sluice_options api_options(const cli_model_opts *o, const char *path)
     so.no_heat = eo->no_heat;
     so.pin_bytes = eo->pin;
     so.chat_template = o->chat_template;
-    so.draft = o->draft;
-    so.draft_max = o->draft_max;
-    so.draft_min = o->draft_min;
-    so.draft_p_min = o->draft_p_min;
-    so.ngram_min = o->ngram_min;
-    so.ngram_max = o->ngram_max;
+    so.draft = o->draft.draft;
+    so.draft_max = o->draft.k_max;
+    so.draft_min = o->draft.k_min;
+    so.draft_p_min = o->draft.p_min;
+    so.ngram_min = o->draft.ngram_min;
+    so.ngram_max = o->draft.ngram_max;
     return so;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "arch/model.h"
+#include "decode/spec_setup.h"
 #include "decode/stats.h"
 #include "engine/engine.h"
 #include "kernels/pool.h"
@@ -31,9 +32,7 @@ typedef struct {
     const char *chat_template; /* --chat-template NAME|FILE, --chat-template-file: Jinja text or a name */
     char *template_file;    /* the text read for it */
     /* speculative decoding: --draft, --draft-max, --draft-min, --draft-p-min, --ngram-min/max */
-    const char *draft;
-    int32_t draft_max, draft_min, ngram_min, ngram_max;
-    float draft_p_min;
+    spec_setup_opts draft;
 } cli_model_opts;
 
 typedef struct {
@@ -107,6 +106,9 @@ enum {
 extern const char CLI_STREAM_HELP[];
 /* Help text for the drafting flags. */
 extern const char CLI_DRAFT_HELP[];
+
+/* Applies one drafting flag (CLI_DRAFT_LONGOPTS); same returns as cli_gen_option. */
+int cli_draft_option(int opt, const char *arg, spec_setup_opts *d);
 
 /* Applies one expert placement flag; same returns as cli_gen_option. */
 int cli_stream_option(int opt, const char *arg, engine_opts *eo);

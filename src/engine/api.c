@@ -14,12 +14,10 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
-#include "decode/draft.h"
-#include "decode/draft_model.h"
 #include "decode/generate.h"
 #include "decode/grammar.h"
 #include "decode/json_schema.h"
-#include "decode/spec.h"
+#include "decode/spec_setup.h"
 #include "engine/api_int.h"
 #include "chat/openai.h"
 #include "experts/pack.h"
@@ -50,8 +48,7 @@ struct sluice {
     uint32_t *gt_off;
     uint8_t *gt_eog;
     /* speculative decoding (sluice_options.draft), NULL when off */
-    drafter *draft;
-    spec *spec;
+    spec_setup ds;
     spec_stats last_spec;
     char draft_note[768];
 };
@@ -99,6 +96,12 @@ static int kv_mode(const sluice_options *o, sl_kv_mode *out, char *err, size_t c
     return 0;
 }
 
+static spec_setup_opts draft_options(const sluice_options *o)
+{
+    return (spec_setup_opts){.draft = o->draft, .k_max = o->draft_max, .k_min = o->draft_min,
+                             .ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .p_min = o->draft_p_min};
+}
+
 static int engine_options(const sluice_options *o, const sluice_open_extra *x, engine_opts *eo, uint64_t *x_reserve,
                           char *err, size_t cap)
 {
@@ -125,27 +128,15 @@ static int engine_options(const sluice_options *o, const sluice_open_extra *x, e
     }
     if (o->flash_attn < -1 || o->flash_attn > 1) return fail(err, cap, "flash_attn must be -1, 0 or 1");
     if (o->draft) {
-        if (o->draft_max < 0 || o->draft_max > DRAFT_MAX) return fail(err, cap, "draft_max must be in [0, %d]", DRAFT_MAX);
-        if (o->draft_min < 0 || o->draft_min > DRAFT_MAX) return fail(err, cap, "draft_min must be in [0, %d]", DRAFT_MAX);
-        if (o->draft_max > 0 && o->draft_min > o->draft_max)
-            return fail(err, cap, "draft_min (%d) is above draft_max (%d)", (int)o->draft_min, (int)o->draft_max);
-        if (!(o->draft_p_min >= 0 && o->draft_p_min <= 1)) return fail(err, cap, "draft_p_min must be in [0, 1]");
-        if (o->ngram_min < 0 || o->ngram_max < 0 || o->ngram_min > 64 || o->ngram_max > 64)
-            return fail(err, cap, "ngram_min and ngram_max must be in [0, 64]");
+        spec_setup_opts so = draft_options(o);
+        sl_err e;
+        if (spec_setup_check(&so, &e)) return fail(err, cap, "%s", e.msg);
         eo->n_rollback = DRAFT_MAX; /* a verification keeps any prefix of its K + 1 positions */
-        if (eo->mem && strcmp(o->draft, "ngram") && strcmp(o->draft, "random")) {
-            /* the draft model lives in RAM: the budget is for everything */
-            uint64_t r;
-            sl_err e;
-            int32_t c = eo->n_ctx > 0 ? eo->n_ctx : eo->n_ctx_cap;
-            if (draft_model_ram_bytes(o->draft, c, o->threads > 0 ? o->threads : cpu_physical_cores(), &r, &e))
-                return fail(err, cap, "draft %s: %s", o->draft, e.msg);
-            if (r >= eo->mem)
-                return fail(err, cap, "the memory budget of %llu bytes does not even hold the draft model %s (%llu bytes)",
-                            (unsigned long long)eo->mem, o->draft, (unsigned long long)r);
-            eo->mem -= r;
-            if (x_reserve) *x_reserve = r;
-        }
+        int32_t c = eo->n_ctx > 0 ? eo->n_ctx : eo->n_ctx_cap;
+        uint64_t r = 0;
+        if (spec_setup_reserve(&so, &eo->mem, c, o->threads > 0 ? o->threads : cpu_physical_cores(), &r, &e))
+            return fail(err, cap, "%s", e.msg);
+        if (x_reserve) *x_reserve = r;
     }
     return kv_mode(o, &eo->kv_mode, err, cap);
 }
@@ -167,36 +158,18 @@ static const char *fmt_gib(uint64_t b, char *buf, size_t cap);
 
 static int open_draft(sluice *s, const sluice_options *o, uint64_t draft_reserve, char *err, size_t cap)
 {
-    int32_t nv = model_n_vocab(s->eng.model);
-    drafter_opts d = {.ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .seed = 1234,
-                      .random_range = nv + 16, .p_min = o->draft_p_min};
-    draft_kind kind = !strcmp(o->draft, "ngram") ? DRAFT_NGRAM : !strcmp(o->draft, "random") ? DRAFT_RANDOM : DRAFT_MODEL;
+    spec_setup_opts so = draft_options(o);
     sl_err e;
-    if (drafter_create(&s->draft, kind, &d, &e)) return fail(err, cap, "%s", e.msg);
-    if (kind == DRAFT_MODEL) {
-        draft_model *dm;
-        if (draft_model_open(&dm, o->draft, s->eng.model, s->eng.pool, session_n_ctx(s->eng.session), o->draft_p_min,
-                             true, &e))
-            return fail(err, cap, "%s", e.msg);
-        drafter_set_model(s->draft, dm);
-        if (draft_reserve) {
-            char b[32];
-            add_line(s->draft_note, sizeof s->draft_note, "draft model: %s of the memory budget set aside for it",
-                     fmt_gib(draft_reserve, b, sizeof b));
-        }
-        if (draft_model_xvocab(dm))
-            add_line(s->draft_note, sizeof s->draft_note,
-                     "draft %s has another vocabulary (%s): drafting across vocabularies (text re-tokenized)", o->draft,
-                     draft_model_xvocab(dm));
+    /* with a routing trace on, the trace has the route observer: no union figure then */
+    if (spec_setup_open(&s->ds, &so, s->eng.model, s->eng.pool, session_n_ctx(s->eng.session), s->eng.store,
+                        !s->eng.trace, &e))
+        return fail(err, cap, "%s", e.msg);
+    if (draft_reserve) {
+        char b[32];
+        add_line(s->draft_note, sizeof s->draft_note, "draft model: %s of the memory budget set aside for it",
+                 fmt_gib(draft_reserve, b, sizeof b));
     }
-    spec_opts so = {.k_max = o->draft_max, .k_min = o->draft_min};
-    if (spec_create(&s->spec, s->draft, &so, nv, &e)) return fail(err, cap, "%s", e.msg);
-    spec_set_layout(s->spec, model_expert_layout(s->eng.model));
-    spec_set_store(s->spec, s->eng.store);
-    if (!s->eng.trace) { /* the routing trace has the observer otherwise: no union figure then */
-        route_observer ob = {.route = spec_observe_route, .ctx = s->spec};
-        model_set_route_observer(s->eng.model, &ob);
-    }
+    if (s->ds.note[0]) add_line(s->draft_note, sizeof s->draft_note, "%s", s->ds.note);
     return 0;
 }
 
@@ -243,9 +216,7 @@ void sluice_close(sluice *s)
 {
     if (!s) return;
     seq_free(&s->seq);
-    if (s->spec && !s->eng.trace) model_set_route_observer(s->eng.model, NULL);
-    spec_free(s->spec);
-    drafter_free(s->draft);
+    spec_setup_close(&s->ds);
     engine_close(&s->eng);
     chat_tmpl_free(s->tmpl);
     free(s->gt_bytes);
@@ -650,14 +621,9 @@ static int run_generation(sluice *s, const sluice_sampling *sp, const sluice_cal
     sl_err e;
     engine_mark_prompt_start(&s->eng);
     int rc = 0;
-    if (s->spec) {
-        spec_reset_stats(s->spec);
-        spec_seed(s->spec, s->last_seed);
-        draft_model *dm = drafter_model(s->draft);
-        if (dm) rc = draft_model_set_sampling(dm, sampler_get_params(smp), &e);
-    }
-    if (rc == 0) rc = generate(s->eng.model, &s->seq, smp, &go, &gc, s->spec, &g, &e);
-    if (s->spec) s->last_spec = *spec_get_stats(s->spec);
+    if (s->ds.sp) rc = spec_setup_begin(&s->ds, smp, &e);
+    if (rc == 0) rc = generate(s->eng.model, &s->seq, smp, &go, &gc, s->ds.sp, &g, &e);
+    if (s->ds.sp) s->last_spec = *spec_get_stats(s->ds.sp);
     sampler_free(smp);
     g.stats.load_s = s->load_s;
     g.stats.cached_tokens = cached;
@@ -835,34 +801,7 @@ static void prefetch_json(const sluice *s, json_t *obj)
 /* Speculative decoding figures of the last generation (spec.h). */
 static void draft_json(const sluice *s, json_t *obj)
 {
-    if (!s->spec) return;
-    const spec_stats *d = &s->last_spec;
-    json_t *o = json_object(), *depth = json_array(), *kh = json_array();
-    draft_model *dm = drafter_model(s->draft);
-    json_object_set_new(o, "mode", json_string(dm && draft_model_xvocab(dm) ? "model-xvocab+ngram" : drafter_name(s->draft)));
-    json_object_set_new(o, "proposed", json_integer(d->proposed));
-    json_object_set_new(o, "accepted", json_integer(d->accepted));
-    json_object_set_new(o, "acceptance", json_real(d->proposed ? (double)d->accepted / (double)d->proposed : 0));
-    int top = DRAFT_MAX;
-    while (top > 0 && !d->depth_tried[top - 1]) top--;
-    for (int i = 0; i < top; i++)
-        json_array_append_new(depth, json_real(d->depth_tried[i] ? (double)d->depth_accepted[i] / (double)d->depth_tried[i] : 0));
-    json_object_set_new(o, "acceptance_by_depth", depth);
-    top = DRAFT_MAX + 1;
-    while (top > 1 && !d->k_hist[top - 1]) top--;
-    for (int i = 0; i < top; i++) json_array_append_new(kh, json_integer(d->k_hist[i]));
-    json_object_set_new(o, "k_hist", kh);
-    json_object_set_new(o, "steps", json_integer(d->steps));
-    json_object_set_new(o, "plain_steps", json_integer(d->plain_steps));
-    json_object_set_new(o, "union_expert_bytes_per_accepted_token",
-                        s->eng.trace ? json_null()
-                                     : json_real((double)d->union_expert_bytes / (double)(d->accepted + d->steps ? d->accepted + d->steps : 1)));
-    json_object_set_new(o, "draft_s", json_real(d->draft_s));
-    json_object_set_new(o, "verify_s", json_real(d->verify_s));
-    /* the cost model's quality: its prediction of each verification against the measured time */
-    json_object_set_new(o, "verify_predicted_s", json_real(d->verify_predicted_s));
-    json_object_set_new(o, "verify_cost_mae_s", json_real(d->steps ? d->verify_abs_err_s / (double)d->steps : 0));
-    json_object_set_new(obj, "draft", o);
+    if (s->ds.sp) json_object_set_new(obj, "draft", spec_setup_json(&s->ds, &s->last_spec));
 }
 
 /* Per-drive figures of a multi-drive pack (docs/PACK.md): bytes, requests,
