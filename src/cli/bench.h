@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "decode/spec_setup.h"
 #include "engine/engine.h"
 #include "experts/probe.h"
 
@@ -44,6 +47,7 @@ typedef struct {
     char throttle_how[200]; /* how it was applied, for the report (outlives the engines) */
     bool throttle_sim;    /* --throttle-sim: the store's simulated drive even as root */
     const char *timeline; /* --timeline FILE.svg */
+    spec_setup_opts draft; /* --draft and its flags: tg runs without, then with it */
 } bench_args;
 
 /* Streaming figures of one test (warm-up included, except for the text
@@ -64,6 +68,8 @@ typedef struct {
     mem_plan plan;
     pf_admit_mode admit;
     sl_kv_mode kv;
+    bool drafted;                /* its tg tests draft (--draft); it runs no other test */
+    uint64_t draft_reserve;      /* bytes of --mem the draft model took */
     int32_t n_ctx;
     probe_result probe;          /* the better of the two probes */
     double probe_before, probe_after;
@@ -77,7 +83,9 @@ typedef struct {
     int32_t n_batch;
     bench_test test;
     double *tps;      /* tokens/s per repetition */
-    bool text;        /* streaming tg: greedy continuations of real texts */
+    bool text;        /* tg as greedy continuations of real texts (streaming, or --draft) */
+    const char *draft; /* drafted: the proposer ("ngram", "model", ...); NULL: not drafted */
+    json_t *draft_figs; /* ... and its figures over the timed repetitions (spec_setup_json) */
     bool streamed;    /* sf holds figures */
     stream_figs sf;
 } bench_cell;
@@ -87,10 +95,14 @@ typedef struct {
     char path[1024], arch[64];
     uint64_t model_bytes;
     double model_params;
-    bench_engine engines[BENCH_MAX_LIST];
+    bench_engine engines[2 * BENCH_MAX_LIST]; /* one per --mem value, two with --draft */
     int n_engines;
     bench_cell *cells;
     int n_cells, cap_cells;
+    /* the plain decodes' output, which every drafted decode of the same
+     * text must reproduce (bench checks exactness as it measures) */
+    struct bench_ref *refs;
+    int n_refs;
 } bench_report;
 
 /* "pp512", "tg128", "pp512+tg128". */

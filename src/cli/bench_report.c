@@ -52,6 +52,17 @@ const char *bench_test_name(const bench_test *t, char *buf, int cap)
     return buf;
 }
 
+/* The test's name, with the proposer for a drafted tg: "tg128+ngram". */
+static const char *cell_name(const bench_cell *c, char *buf, int cap)
+{
+    bench_test_name(&c->test, buf, cap);
+    if (c->draft) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, (size_t)cap - n, "+%s", c->draft);
+    }
+    return buf;
+}
+
 static const char *base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
@@ -63,6 +74,41 @@ static const char *kv_type(sl_kv_mode kv) { return kv == SL_KV_F32 ? "f32" : "f1
 /* ---- markdown ---- */
 
 static void print_stream(const bench_report *r, int e);
+
+/* The plain cell a drafted one pairs with: the engine opened just before
+ * its own, same threads, batch and test. */
+static const bench_cell *plain_of(const bench_report *r, const bench_cell *d)
+{
+    for (int i = 0; i < r->n_cells; i++) {
+        const bench_cell *c = &r->cells[i];
+        if (!c->draft && c->engine == d->engine - 1 && c->threads == d->threads && c->n_batch == d->n_batch &&
+            c->test.kind == d->test.kind && c->test.n == d->test.n)
+            return c;
+    }
+    return NULL;
+}
+
+static void print_drafts(const bench_report *r)
+{
+    long reps = r->a->reps;
+    for (int i = 0; i < r->n_cells; i++) {
+        const bench_cell *c = &r->cells[i], *p = plain_of(r, c);
+        if (!c->draft_figs) continue;
+        const json_t *f = c->draft_figs, *depth = json_object_get(f, "acceptance_by_depth");
+        char test[48], by[160] = "";
+        for (size_t d = 0, n = 0; d < json_array_size(depth) && n + 8 < sizeof by; d++)
+            n += (size_t)snprintf(by + n, sizeof by - n, "%s%.0f%%", d ? " " : "",
+                                  100 * json_real_value(json_array_get(depth, d)));
+        double tp = p ? bench_median(p->tps, reps) : 0, td = bench_median(c->tps, reps);
+        printf("%s, t=%d: %lld of %lld drafted tokens kept (%.1f%%; by depth %s); %.2fx the plain decode "
+               "(%.2f vs %.2f t/s)\n", cell_name(c, test, sizeof test), c->threads,
+               (long long)json_integer_value(json_object_get(f, "accepted")),
+               (long long)json_integer_value(json_object_get(f, "proposed")),
+               100 * json_real_value(json_object_get(f, "acceptance")), by[0] ? by : "-", tp > 0 ? td / tp : 0, td, tp);
+    }
+    printf("--draft: tg is the greedy continuation of %ld real texts, on an engine without and a fresh one with the "
+           "draft; every drafted decode reproduced the plain one's tokens\n", reps);
+}
 
 static void print_table(const bench_report *r)
 {
@@ -80,7 +126,7 @@ static void print_table(const bench_report *r)
     for (int i = 0; i < r->n_cells; i++) {
         const bench_cell *c = &r->cells[i];
         char test[48], ts[40], b[24] = "", mem[32] = "", m1[24];
-        bench_test_name(&c->test, test, sizeof test);
+        cell_name(c, test, sizeof test);
         /* the t/s cells hold a 2-byte "±": printf widths count bytes */
         snprintf(ts, sizeof ts, "%.2f ± %.2f", bench_median(c->tps, a->reps), bench_stddev(c->tps, a->reps));
         if (show_b) snprintf(b, sizeof b, " %7d |", c->n_batch);
@@ -90,6 +136,7 @@ static void print_table(const bench_report *r)
                test, ts);
     }
     printf("\nt/s: median ± standard deviation over %ld runs (after one warm-up run)\n", a->reps);
+    if (a->draft.draft) print_drafts(r);
     for (int e = 0; e < r->n_engines; e++)
         if (r->engines[e].streaming) print_stream(r, e);
 }
@@ -98,7 +145,7 @@ static void print_stream_row(const bench_cell *c, bool show_b)
 {
     const stream_figs *f = &c->sf;
     char test[48], b2[32], b3[32] = "-", waste[16] = "-", busy[16] = "-";
-    bench_test_name(&c->test, test, sizeof test);
+    cell_name(c, test, sizeof test);
     if (f->optimum_bytes_per_token > 0) cli_fmt_bytes((uint64_t)f->optimum_bytes_per_token, b3, 32);
     if (c->text) {
         snprintf(waste, sizeof waste, "%.1f%%", 100 * f->waste_share);
@@ -243,7 +290,7 @@ static json_t *cell_json(const bench_report *r, const bench_cell *c)
     json_object_set_new(o, "mem", e->mem ? json_integer((json_int_t)e->mem) : json_null());
     json_object_set_new(o, "n_prompt", json_integer(p));
     json_object_set_new(o, "n_gen", json_integer(n));
-    json_object_set_new(o, "test", json_string(bench_test_name(&c->test, test, sizeof test)));
+    json_object_set_new(o, "test", json_string(cell_name(c, test, sizeof test)));
     json_object_set_new(o, "input", json_string(cell_input(c)));
     json_object_set_new(o, "sampling", json_string(c->text ? "greedy" : "none"));
     json_object_set_new(o, "repetitions", json_integer(a->reps));
@@ -255,6 +302,7 @@ static json_t *cell_json(const bench_report *r, const bench_cell *c)
     json_object_set_new(o, "samples_ns", samples(c->tps, a->reps, tokens, true));
     json_object_set_new(o, "samples_ts", samples(c->tps, a->reps, tokens, false));
     json_object_set_new(o, "streaming", cell_stream_json(r, c));
+    json_object_set_new(o, "draft", c->draft_figs ? json_incref(c->draft_figs) : json_null());
     return o;
 }
 
@@ -268,6 +316,9 @@ static const char *const CSV_STREAM[] = {
     "io", "experts_cached", "experts", "expert_bytes_per_token", "optimum_bytes_per_token", "hit_rate",
     "io_wait_share", "read_gbps", "effective_gbps", "prefetch_waste_share", "disk_busy_share", "demand_reads",
     "demand_behind_prefetch", "raw_gbps", "io_bound_tps", "throttle_bps",
+};
+static const char *const CSV_DRAFT[] = {
+    "mode", "proposed", "accepted", "acceptance", "union_expert_bytes_per_accepted_token",
 };
 #define N_OF(x) (sizeof(x) / sizeof *(x))
 
@@ -300,6 +351,7 @@ static void csv_header(FILE *f)
 {
     for (size_t i = 0; i < N_OF(CSV_TOP); i++) fprintf(f, "%s%s", i ? "," : "", CSV_TOP[i]);
     for (size_t i = 0; i < N_OF(CSV_STREAM); i++) fprintf(f, ",%s", CSV_STREAM[i]);
+    for (size_t i = 0; i < N_OF(CSV_DRAFT); i++) fprintf(f, ",draft_%s", CSV_DRAFT[i]);
     fputc('\n', f);
 }
 
@@ -308,6 +360,8 @@ static void csv_row(const json_t *o, FILE *f)
     const json_t *st = json_object_get(o, "streaming");
     for (size_t i = 0; i < N_OF(CSV_TOP); i++) fputs(i ? "," : "", f), csv_field(json_object_get(o, CSV_TOP[i]), f);
     for (size_t i = 0; i < N_OF(CSV_STREAM); i++) fputc(',', f), csv_field(json_object_get(st, CSV_STREAM[i]), f);
+    const json_t *d = json_object_get(o, "draft");
+    for (size_t i = 0; i < N_OF(CSV_DRAFT); i++) fputc(',', f), csv_field(json_object_get(d, CSV_DRAFT[i]), f);
     fputc('\n', f);
 }
 

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/cli_gen.h"
 #include "cli/throttle.h"
+#include "decode/generate.h"
 #include "decode/rng.h"
 #include "decode/sampler.h"
 #include "experts/timeline_svg.h"
@@ -25,7 +26,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sluice bench [-m MODEL.gguf] [-p 512] [-n 128] [-pg P,N] [-t N] [-b N] [--mem SIZE [--io MODE]]\n"
-               "                    [-r 5] [-o md|json|jsonl|csv] [--json]\n\n"
+               "                    [-r 5] [-o md|json|jsonl|csv] [--json] [--draft D [--draft-max K ...]]\n\n"
                "Measures prompt processing (ppP: one batch of P tokens into a fresh session) and text\n"
                "generation (tgN: N single-token steps) in tokens/s, like llama-bench; prints the median\n"
                "and standard deviation over R repetitions after one warm-up run.  -p, -n, -t, -b and\n"
@@ -54,7 +55,16 @@ static void usage(FILE *f)
                "      --throttle-sim   apply --throttle with the store's simulated drive even as root\n"
                "      --timeline F.svg streaming: draw the last repetition's decode, token by token and\n"
                "                       layer by layer (reads issued / landed, demand vs prefetch, expert\n"
-               "                       compute, waits): whether the disk or the CPU set the pace\n\n"
+               "                       compute, waits): whether the disk or the CPU set the pace (with\n"
+               "                       --draft, the drafted decode's)\n"
+               "      --draft D        speculative decoding (ngram, random or a draft GGUF): every tgN is\n"
+               "                       measured twice, as the greedy continuation of real texts, on an\n"
+               "                       engine without and then on a fresh one with the draft (same --mem:\n"
+               "                       the draft model's RAM comes out of it, as in run); the drafted rows\n"
+               "                       are tgN+MODE, with acceptance by depth and union expert bytes per\n"
+               "                       token, and each drafted decode must reproduce the plain one's\n"
+               "                       tokens (bench fails if not).  --draft-max, --draft-min,\n"
+               "                       --draft-p-min, --ngram-min and --ngram-max as in run\n\n"
                "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
                "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
                "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"
@@ -177,6 +187,18 @@ static int bench_option(int opt, const char *v, bench_args *a)
     }
 }
 
+/* --draft: it changes only the tg tests, and needs one. */
+static int finish_draft(const bench_args *a)
+{
+    sl_err e;
+    if (spec_setup_check(&a->draft, &e)) return FAIL("--draft: %s", e.msg);
+    if (a->json || a->json_out)
+        return FAIL("--json%s describes one engine's tests; with --draft use -o json", a->json ? "" : "-out");
+    for (int i = 0; i < a->n_ns; i++)
+        if (a->ns[i]) return 0;
+    return FAIL("--draft speeds up text generation: give a tg test (-n N > 0)");
+}
+
 /* What the parsed lists leave to check or default. */
 static int finish_args(bench_args *a)
 {
@@ -195,7 +217,7 @@ static int finish_args(bench_args *a)
         return FAIL("--json%s describes one -p/-n pair on one -b and --mem; for lists and -pg use -o json",
                     a->json ? "" : "-out");
     if (a->timeline && a->n_mems > 1) return FAIL("--timeline draws one engine's decode: give one --mem value");
-    return 0;
+    return a->draft.draft ? finish_draft(a) : 0;
 }
 
 /* 0 ok, 1 help shown, -1 bad arguments (reported). */
@@ -210,7 +232,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         {"no-probe", no_argument, 0, OPT_NO_PROBE}, {"cold", no_argument, 0, OPT_COLD},
         {"throttle", required_argument, 0, OPT_THROTTLE}, {"timeline", required_argument, 0, OPT_TIMELINE},
         {"throttle-sim", no_argument, 0, OPT_THROTTLE_SIM}, {"help", no_argument, 0, 'h'},
-        CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
+        CLI_DRAFT_LONGOPTS, CLI_STREAM_LONGOPTS, {0, 0, 0, 0},
     };
     *a = (bench_args){.reps = 5};
     optind = 1;
@@ -220,7 +242,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         if (opt == ':') return FAIL("option %s needs a value (sluice bench --help)", argv[optind - 1]);
         int rc = bench_option(opt, optarg, a);
         if (rc == 2) {
-            rc = cli_stream_option(opt, optarg, &a->eo);
+            rc = cli_draft_option(opt, optarg, &a->draft);
+            if (rc == 0) rc = cli_stream_option(opt, optarg, &a->eo);
             if (rc == 0) {
                 char b[64];
                 return FAIL("unknown option %s (sluice bench --help)", cli_bad_option(argv, b, sizeof b));
@@ -244,6 +267,9 @@ typedef struct {
     int32_t *toks;     /* pseudo-random ids, as many as the longest test needs */
     float *logits;
     const bench_args *a;
+    bench_report *r;
+    int mem_i;         /* which --mem value the engine was opened with */
+    spec_setup ss;     /* drafting, on the drafted engine */
     double tl_from, tl_to; /* the last text decode's timed steps */
     sl_err err;
 } bench_ctx;
@@ -296,53 +322,121 @@ static const char *const TEXTS[] = {
 };
 enum { N_TEXTS = sizeof TEXTS / sizeof TEXTS[0] };
 
-/* Evaluates text T's tokens and then N greedy steps in a fresh session;
- * with X and Y, store counters around the timed decode steps (and the
- * access log position where they start in *FROM). */
-static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_stats *y)
+/* Evaluates text T's tokens in a fresh session, then decodes N tokens
+ * greedily past them (through the drafter when B drafts) with generate(),
+ * as run does; only the decode is timed.  With X and Y, store counters
+ * around it.  RES gets the ids. */
+static double text_decode(bench_ctx *b, int t, long n, store_stats *x, store_stats *y, gen_result *res)
 {
     const char *text = TEXTS[t % N_TEXTS];
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, nv = model_n_vocab(b->model);
     size_t n_ids = 0;
     if (vocab_tokenize(model_vocab(b->model), text, strlen(text), true, false, &ids, &n_ids, &b->err)) return -1;
-    sl_session *s;
-    if (new_session(b, (int32_t)(n_ids + (size_t)n + 1), &s)) {
-        free(ids);
-        return -1;
+    sl_session *s = NULL;
+    sl_sampler *smp = NULL;
+    gen_seq q = {0};
+    sampler_params sp = sampler_defaults();
+    sp.temp = 0;
+    int rc = new_session(b, (int32_t)(n_ids + (size_t)n + 2), &s);
+    if (!rc) rc = seq_init(&q, s, nv, &b->err);
+    if (!rc) rc = seq_push(&q, ids, n_ids, &b->err);
+    if (!rc) rc = seq_eval(&q, &b->err);
+    if (!rc) rc = sampler_create(&smp, &sp, nv, &b->err);
+    if (!rc && b->ss.sp) rc = spec_setup_begin(&b->ss, smp, &b->err);
+    double dt = -1;
+    if (!rc) {
+        if (x && b->eng->store) expert_store_stats(b->eng->store, x);
+        /* N + 1 tokens: N evaluated after the text, the last one sampled only */
+        gen_opts o = {.n_predict = (int32_t)n + 1, .ignore_eog = true};
+        double t0 = sl_now();
+        rc = generate(b->model, &q, smp, &o, NULL, b->ss.sp, res, &b->err);
+        dt = sl_now() - t0;
+        if (x) b->tl_from = t0, b->tl_to = t0 + dt;
+        if (y && b->eng->store) expert_store_stats(b->eng->store, y);
     }
-    int rc = session_eval(s, ids, (int32_t)n_ids, b->logits, false, &b->err);
-    int32_t n_vocab = model_n_vocab(b->model);
-    if (x && b->eng->store) expert_store_stats(b->eng->store, x);
-    double t0 = sl_now();
-    for (long i = 0; i < n && rc == 0; i++) {
-        int32_t tok = sampler_argmax(b->logits, n_vocab);
-        if (tok < 0) rc = sl_errf(&b->err, "bench: every logit is NaN after %ld tokens", i);
-        else rc = session_eval(s, &tok, 1, b->logits, false, &b->err);
-    }
-    double dt = sl_now() - t0;
-    if (x) b->tl_from = t0, b->tl_to = t0 + dt;
-    if (y && b->eng->store) expert_store_stats(b->eng->store, y);
+    sampler_free(smp);
+    if (q.toks) seq_free(&q);
     session_free(s);
     free(ids);
     return rc ? -1 : dt;
 }
 
-/* The streaming tg test: unless --cold, a warm-up on TEXTS[0]; then each
- * repetition a different text, its decode steps timed and counted. */
-static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
+/* The plain decode of a text (same --mem, threads and length) that a
+ * drafted one must reproduce. */
+struct bench_ref {
+    int mem_i, threads, text;
+    long n;
+    int32_t *ids;
+    size_t n_ids;
+};
+
+static struct bench_ref *find_ref(const bench_ctx *b, int text, long n)
 {
-    if (!b->a->cold && text_decode(b, 0, n, NULL, NULL) < 0) return cli_fail("%s", b->err.msg);
+    int threads = pool_threads(b->pool);
+    for (int i = 0; i < b->r->n_refs; i++) {
+        struct bench_ref *f = &b->r->refs[i];
+        if (f->mem_i == b->mem_i && f->threads == threads && f->text == text && f->n == n) return f;
+    }
+    return NULL;
+}
+
+/* A plain decode becomes the reference; a drafted one is checked against it. */
+static int check_exact(bench_ctx *b, int text, long n, gen_result *res)
+{
+    struct bench_ref *f = find_ref(b, text, n);
+    if (!b->ss.sp) {
+        if (f) return 0;
+        struct bench_ref *g = realloc(b->r->refs, (size_t)(b->r->n_refs + 1) * sizeof *g);
+        if (!g) return cli_fail("out of memory");
+        b->r->refs = g;
+        g[b->r->n_refs++] = (struct bench_ref){b->mem_i, pool_threads(b->pool), text, n, res->ids, res->n_ids};
+        res->ids = NULL; /* kept */
+        return 0;
+    }
+    if (!f) return 0;
+    size_t i = 0;
+    while (i < f->n_ids && i < res->n_ids && f->ids[i] == res->ids[i]) i++;
+    if (i == f->n_ids && i == res->n_ids) return 0;
+    return cli_fail("bench: the drafted decode of text %d differs from the plain one at token %zu (%d, plain %d): "
+                    "speculative decoding changed the output",
+                    text, i, i < res->n_ids ? res->ids[i] : -1, i < f->n_ids ? f->ids[i] : -1);
+}
+
+/* One repetition of the text decode: timed, counted, checked. */
+static double text_rep(bench_ctx *b, int text, long n, store_stats *x, store_stats *y, spec_stats *sum)
+{
+    gen_result res = {0};
+    double dt = text_decode(b, text, n, x, y, &res);
+    if (dt >= 0 && b->ss.sp) spec_stats_add(sum, spec_get_stats(b->ss.sp));
+    if (dt >= 0 && check_exact(b, text, n, &res)) dt = -2;
+    gen_result_free(&res);
+    return dt;
+}
+
+/* The text tg test (streaming, or --draft): unless --cold, a warm-up on
+ * TEXTS[0]; then each repetition a different text, its decode steps timed
+ * and counted (with the drafting figures into C). */
+static int measure_text(bench_ctx *b, long n, bench_cell *c)
+{
+    double *tps = c->tps;
+    stream_figs *f = &c->sf;
+    spec_stats ds = {0};
+    if (!b->a->cold) {
+        double dt = text_rep(b, 0, n, NULL, NULL, &ds);
+        if (dt < 0) return dt < -1 ? -1 : cli_fail("%s", b->err.msg);
+    }
+    ds = (spec_stats){0};
     store_stats sum = {0};
     double secs = 0, opt = 0;
     for (long r = 0; r < b->a->reps; r++) {
-        store_stats x, y;
-        double dt = text_decode(b, 1 + (int)(r % (N_TEXTS - 1)), n, &x, &y);
-        if (dt < 0) return cli_fail("%s", b->err.msg);
+        store_stats x = {0}, y = {0};
+        double dt = text_rep(b, 1 + (int)(r % (N_TEXTS - 1)), n, &x, &y, &ds);
+        if (dt < 0) return dt < -1 ? -1 : cli_fail("%s", b->err.msg);
         tps[r] = dt > 0 ? (double)n / dt : 0;
         secs += dt;
         uint64_t ob, ol;
         sl_err e;
-        if (expert_store_optimum_since(b->eng->store, x.accesses, &ob, &ol, &e) == 0) opt += (double)ob;
+        if (b->eng->store && expert_store_optimum_since(b->eng->store, x.accesses, &ob, &ol, &e) == 0) opt += (double)ob;
         sum.bytes_read += y.bytes_read - x.bytes_read, sum.hits += y.hits - x.hits;
         sum.misses += y.misses - x.misses, sum.read_busy_s += y.read_busy_s - x.read_busy_s;
         sum.io_wait_s += y.io_wait_s - x.io_wait_s;
@@ -358,6 +452,7 @@ static int measure_text(bench_ctx *b, long n, double *tps, stream_figs *f)
     f->busy_share = secs > 0 ? sum.read_busy_s / secs : 0;
     f->optimum_bytes_per_token = toks ? opt / (double)toks : 0;
     f->demand_reads = (double)sum.demand_reads, f->demand_behind = (double)sum.demand_behind_prefetch;
+    if (b->ss.sp) c->draft = spec_setup_mode(&b->ss), c->draft_figs = spec_setup_json(&b->ss, &ds);
     return 0;
 }
 
@@ -415,9 +510,10 @@ static int measure_cell(bench_ctx *b, bench_cell *c)
 {
     b->test = c->test;
     b->n_batch = c->n_batch;
-    if (c->test.kind == BENCH_TG && b->eng->store && b->eng->io != STORE_IO_MMAP) {
-        c->text = c->streamed = true;
-        return measure_text(b, c->test.n, c->tps, &c->sf);
+    bool streamed = b->eng->store && b->eng->io != STORE_IO_MMAP;
+    if (c->test.kind == BENCH_TG && (streamed || b->a->draft.draft)) {
+        c->text = true, c->streamed = streamed;
+        return measure_text(b, c->test.n, c);
     }
     return measure_streamed(b, c);
 }
@@ -450,15 +546,28 @@ static bench_cell *add_cell(bench_report *r)
     return c;
 }
 
-/* Every -b and test at one thread count. */
-static int bench_threads(bench_ctx *b, bench_report *r, int threads)
+/* Drafting on the drafted engine, on this thread count's pool. */
+static int open_spec(bench_ctx *b, long nt)
+{
+    sl_err e;
+    if (spec_setup_open(&b->ss, &b->a->draft, b->model, b->pool, (int32_t)nt, b->eng->store, !b->eng->trace, &e))
+        return cli_fail("--draft %s: %s", b->a->draft.draft, e.msg);
+    if (b->ss.note[0]) fprintf(stderr, "%s\n", b->ss.note);
+    return 0;
+}
+
+/* Every -b and test at one thread count (a drafted engine: the tg tests). */
+static int bench_threads(bench_ctx *b, bench_report *r, int threads, long nt)
 {
     b->pool = pool_create(threads);
     if (!b->pool) return cli_fail("cannot start %d threads", threads);
+    bool drafted = r->engines[r->n_engines - 1].drafted;
     bench_test tests[3 * BENCH_MAX_LIST];
-    int n_tests = list_tests(b->a, tests), n_b = b->a->n_batches ? b->a->n_batches : 1, rc = 0;
+    int n_tests = list_tests(b->a, tests), n_b = b->a->n_batches ? b->a->n_batches : 1;
+    int rc = drafted ? open_spec(b, nt) : 0;
     for (int bi = 0; bi < n_b && !rc; bi++)
         for (int t = 0; t < n_tests && !rc; t++) {
+            if (drafted && tests[t].kind != BENCH_TG) continue;
             bench_cell *c = add_cell(r);
             if (!c) {
                 rc = cli_fail("out of memory");
@@ -472,6 +581,7 @@ static int bench_threads(bench_ctx *b, bench_report *r, int threads)
             c->test = tests[t];
             rc = measure_cell(b, c);
         }
+    spec_setup_close(&b->ss);
     pool_destroy(b->pool);
     b->pool = NULL;
     return rc;
@@ -552,19 +662,21 @@ static int alloc_inputs(bench_ctx *b, long nt)
 }
 
 /* Probes, the thread counts, the timeline: everything on one open engine. */
-static int bench_engine_run(const bench_args *a, cli_model *cm, bench_report *r, long nt)
+static int bench_engine_run(const bench_args *a, cli_model *cm, bench_report *r, long nt, int mem_i, bool drafted,
+                            uint64_t reserve)
 {
     bench_engine *e = &r->engines[r->n_engines++];
-    *e = (bench_engine){.mem = a->n_mems ? a->mems[r->n_engines - 1] : a->eo.mem, .streaming = cm->eng.store != NULL,
+    *e = (bench_engine){.mem = a->n_mems ? a->mems[mem_i] : a->eo.mem, .streaming = cm->eng.store != NULL,
+                        .drafted = drafted, .draft_reserve = reserve,
                         .io = cm->eng.io, .plan = cm->eng.plan, .admit = cm->eng.opts.prefetch_admit,
                         .kv = cm->eng.opts.kv_mode, .n_ctx = (int32_t)nt};
     /* A virtual or shared disk's speed drifts: probe on both sides of the
      * tests so that achieved / raw is not measured against a slow phase. */
     probe_result before = {0}, after = {0};
     if (e->streaming && !a->no_probe && probe_disk(cm, &before)) return -1;
-    bench_ctx b = {.model = cm->model, .eng = &cm->eng, .a = a};
+    bench_ctx b = {.model = cm->model, .eng = &cm->eng, .a = a, .r = r, .mem_i = mem_i};
     int rc = alloc_inputs(&b, nt);
-    for (int i = 0; !rc && i < a->n_threads; i++) rc = bench_threads(&b, r, a->threads[i]);
+    for (int i = 0; !rc && i < a->n_threads; i++) rc = bench_threads(&b, r, a->threads[i], nt);
     if (!rc && a->timeline) rc = draw_timeline(a, cm, &b);
     if (!rc && e->streaming && !a->no_probe) rc = probe_disk(cm, &after);
     e->probe = before.gbps > after.gbps ? before : after;
@@ -589,7 +701,44 @@ static int start_throttle(bench_args *a, const cli_model *cm, blkio_throttle *bt
     return 0;
 }
 
-/* Opens the model once per --mem value (or once) and runs the matrix on it. */
+/* Opens the model for --mem value M (drafting or not) and runs the matrix on it. */
+static int bench_one(bench_args *a, bench_report *r, long nt, int m, bool drafted, bool blkio)
+{
+    /* plan the budget for exactly the sessions the tests create */
+    cli_model_opts mo = {.model_path = a->model, .model_only = true, .eo = a->eo, .n_ctx = (int32_t)nt,
+                         .threads = max_int(a->threads, a->n_threads, 1)};
+    if (a->n_mems) mo.eo.mem = a->mems[m];
+    for (int i = 0; i < a->n_batches; i++)
+        if (a->batches[i] > mo.eo.n_batch) mo.eo.n_batch = (int32_t)a->batches[i];
+    mo.eo.timeline = a->timeline != NULL;
+    mo.eo.throttle_bps = blkio ? 0 : a->throttle;
+    uint64_t reserve = 0;
+    if (drafted) {
+        /* as run: the draft model's RAM comes out of the same budget */
+        sl_err e;
+        mo.eo.n_rollback = DRAFT_MAX;
+        if (spec_setup_reserve(&a->draft, &mo.eo.mem, (int32_t)nt, mo.threads, &reserve, &e))
+            return cli_fail("--draft: %s", e.msg);
+    }
+    cli_model cm;
+    if (cli_model_open(&cm, &mo)) return -1;
+    cli_print_engine(&cm.eng, a->format == BENCH_OUT_MD && !a->json);
+    if (r->n_engines == 0) {
+        snprintf(r->path, sizeof r->path, "%s", cm.path);
+        snprintf(r->arch, sizeof r->arch, "%s", model_arch(cm.model));
+        model_size(cm.model, &r->model_bytes, &r->model_params);
+    }
+    blkio_throttle bt = {0};
+    int rc = blkio ? start_throttle(a, &cm, &bt) : 0;
+    if (!rc) rc = bench_engine_run(a, &cm, r, nt, m, drafted, reserve);
+    blkio_throttle_stop(&bt);
+    cli_model_close(&cm);
+    return rc;
+}
+
+/* Opens the model once per --mem value (or once), and with --draft once
+ * more after each, a fresh engine that drafts: both start from the same
+ * cache state, so the pair differs only in drafting. */
 static int bench_all(bench_args *a, bench_report *r)
 {
     long nt = max_ctx(a);
@@ -598,27 +747,8 @@ static int bench_all(bench_args *a, bench_report *r)
         snprintf(a->throttle_how, sizeof a->throttle_how, "the store's simulated drive");
     int rc = 0;
     for (int m = 0; m < (a->n_mems ? a->n_mems : 1) && !rc; m++) {
-        /* plan the budget for exactly the sessions the tests create */
-        cli_model_opts mo = {.model_path = a->model, .model_only = true, .eo = a->eo, .n_ctx = (int32_t)nt,
-                             .threads = max_int(a->threads, a->n_threads, 1)};
-        if (a->n_mems) mo.eo.mem = a->mems[m];
-        for (int i = 0; i < a->n_batches; i++)
-            if (a->batches[i] > mo.eo.n_batch) mo.eo.n_batch = (int32_t)a->batches[i];
-        mo.eo.timeline = a->timeline != NULL;
-        mo.eo.throttle_bps = blkio ? 0 : a->throttle;
-        cli_model cm;
-        if (cli_model_open(&cm, &mo)) return -1;
-        cli_print_engine(&cm.eng, a->format == BENCH_OUT_MD && !a->json);
-        if (m == 0) {
-            snprintf(r->path, sizeof r->path, "%s", cm.path);
-            snprintf(r->arch, sizeof r->arch, "%s", model_arch(cm.model));
-            model_size(cm.model, &r->model_bytes, &r->model_params);
-        }
-        blkio_throttle bt = {0};
-        rc = blkio ? start_throttle(a, &cm, &bt) : 0;
-        if (!rc) rc = bench_engine_run(a, &cm, r, nt);
-        blkio_throttle_stop(&bt);
-        cli_model_close(&cm);
+        rc = bench_one(a, r, nt, m, false, blkio);
+        if (!rc && a->draft.draft) rc = bench_one(a, r, nt, m, true, blkio);
     }
     return rc;
 }
@@ -632,7 +762,9 @@ int cmd_bench(int argc, char **argv)
     int rc = bench_all(&a, &rep);
     if (!rc) rc = bench_print(&rep);
     if (!rc && a.json_out) rc = bench_write_json(&rep, a.json_out);
-    for (int i = 0; i < rep.n_cells; i++) free(rep.cells[i].tps);
+    for (int i = 0; i < rep.n_cells; i++) free(rep.cells[i].tps), json_decref(rep.cells[i].draft_figs);
     free(rep.cells);
+    for (int i = 0; i < rep.n_refs; i++) free(rep.refs[i].ids);
+    free(rep.refs);
     return rc ? 1 : 0;
 }

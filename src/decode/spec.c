@@ -83,6 +83,18 @@ void spec_free(spec *sp)
 drafter *spec_drafter(const spec *sp) { return sp->d; }
 void spec_seed(spec *sp, uint32_t seed) { rng_seed(&sp->rng, seed ^ 0x5bd1e995u); }
 const spec_stats *spec_get_stats(const spec *sp) { return &sp->st; }
+
+void spec_stats_add(spec_stats *sum, const spec_stats *d)
+{
+    sum->steps += d->steps, sum->proposed += d->proposed, sum->accepted += d->accepted;
+    sum->plain_steps += d->plain_steps;
+    for (int i = 0; i < DRAFT_MAX; i++)
+        sum->depth_tried[i] += d->depth_tried[i], sum->depth_accepted[i] += d->depth_accepted[i];
+    for (int i = 0; i <= DRAFT_MAX; i++) sum->k_hist[i] += d->k_hist[i];
+    sum->draft_s += d->draft_s, sum->verify_s += d->verify_s;
+    sum->union_expert_bytes += d->union_expert_bytes;
+    sum->verify_predicted_s += d->verify_predicted_s, sum->verify_abs_err_s += d->verify_abs_err_s;
+}
 void spec_reset_stats(spec *sp) { memset(&sp->st, 0, sizeof sp->st); }
 void spec_set_layout(spec *sp, const expert_layout *L)
 {

@@ -63,6 +63,8 @@ void spec_seed(spec *sp, uint32_t seed);
 /* Counters since the last reset (sluice resets them per generation). */
 const spec_stats *spec_get_stats(const spec *sp);
 void spec_reset_stats(spec *sp);
+/* SUM += D, field by field (bench sums its repetitions). */
+void spec_stats_add(spec_stats *sum, const spec_stats *d);
 /* The target's expert layout, for union_expert_bytes (NULL: not counted). */
 void spec_set_layout(spec *sp, const expert_layout *L);
 /* The expert store when experts stream (NULL: in RAM): its cache's

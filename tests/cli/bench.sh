@@ -1,7 +1,7 @@
 #!/bin/sh
 # `sluice bench` on the bundled model: the JSON contract, llama-bench's
 # lists and -o formats (json, jsonl, csv, md), the options it shares with run
-# (-b, --prefetch), streaming figures with --mem, and that it
+# (-b, --prefetch), streaming figures with --mem, --draft, and that it
 # leaves the heat file alone unless --heat-file is given (its tokens repeat
 # every run).  Speeds are only checked to be positive: timing goals live in
 # bench/, not here.
@@ -87,6 +87,46 @@ assert all(x and x["expert_bytes_per_token"] >= 0 for x in s), s
 assert s[0]["experts_cached"] < s[2]["experts_cached"], "a bigger budget caches more experts"
 assert o[1]["input"].startswith("real text") and o[1]["sampling"] == "greedy", o[1]'
 
+# --draft: every tg measured on an engine without and a fresh one with the
+# draft, as greedy continuations of real texts; bench itself checks that
+# each drafted decode reproduces the plain one's tokens (it fails if not)
+"$BIN" bench -p 8 -n 12 -t 1 -r 2 --draft ngram -o json >"$T/out.json" 2>"$T/err" || echo '[]' >"$T/out.json"
+check "bench --draft ngram: pp8 and tg12 plain, then tg12+ngram drafted, as greedy text decodes" '
+assert [r["test"] for r in o] == ["pp8", "tg12", "tg12+ngram"], [r["test"] for r in o]
+assert o[0]["draft"] is None and o[1]["draft"] is None, o[1]
+assert o[1]["input"].startswith("real text") and o[2]["input"].startswith("real text"), o[1]["input"]
+d = o[2]["draft"]
+assert d["mode"] == "ngram" and 0 <= d["accepted"] <= d["proposed"], d
+assert sum(d["k_hist"]) == d["steps"] + d["plain_steps"] > 0, d
+assert o[2]["avg_ts"] > 0 and len(o[2]["samples_ts"]) == 2, o[2]'
+
+DRAFT=models/tinydraft-f16.gguf
+"$BIN" bench -p 0 -n 16 -t 1 -r 2 --draft "$DRAFT" --draft-max 4 -o json >"$T/out.json" 2>"$T/err" || echo '[]' >"$T/out.json"
+check "bench --draft MODEL --draft-max 4 in RAM: the trained draft is accepted, K never above 4" '
+assert [r["test"] for r in o] == ["tg16", "tg16+model+ngram"], [r["test"] for r in o]
+d = o[1]["draft"]
+assert d["accepted"] > 0 and d["acceptance"] > 0, d
+assert len(d["k_hist"]) <= 5 and sum(d["k_hist"][1:]) > 0, d
+assert len(d["acceptance_by_depth"]) <= 4, d
+assert d["union_expert_bytes_per_accepted_token"] > 0, d'
+
+"$BIN" bench -p 0 -n 12 -t 1 -r 1 --draft "$DRAFT" --mem 80M --no-probe -o csv >"$T/out.csv" 2>"$T/err"
+if python3 -c "
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r['test'] for r in rows] == ['tg12', 'tg12+model+ngram'], rows
+assert rows[0]['mem'] == rows[1]['mem'] == str(80 << 20), 'one --mem for both'
+assert int(rows[1]['experts_cached']) < int(rows[0]['experts_cached']), 'the draft model took part of --mem'
+assert rows[0]['draft_mode'] == '' and rows[1]['draft_mode'] == 'model+ngram', rows[1]
+assert float(rows[1]['expert_bytes_per_token']) >= 0" "$T/out.csv" 2>"$T/why"
+then ok "bench --draft MODEL --mem: one budget for both engines, the draft model's share taken from the drafted one"
+else notok "bench --draft MODEL --mem: one budget for both engines, the draft model's share taken from the drafted one" "$(tail -1 "$T/why") $(tail -1 "$T/err")"; fi
+
+"$BIN" bench -p 0 -n 12 -t 1 -r 1 --draft random --draft-max 3 >"$T/out.md" 2>"$T/err"
+if grep -q '| *tg12+random |' "$T/out.md" && grep -q 'reproduced the plain one' "$T/out.md"
+then ok "bench --draft random (garbage proposals): the drafted decode still reproduces the plain one"
+else notok "bench --draft random (garbage proposals): the drafted decode still reproduces the plain one" "$(cat "$T/out.md" "$T/err")"; fi
+
 refused() { # NAME EXPECTED-MESSAGE ARGS...
     name=$1 msg=$2
     shift 2
@@ -99,6 +139,9 @@ refused "bench -p 1,,2 is refused (no empty list item)" "-p: expected a value or
 refused "bench -pg 8 is refused (a pair is needed)" "-pg: expected prompt and generation counts" bench -pg 8
 refused "bench --json with a -p list points to -o json" "for lists and -pg use -o json" bench --json -p 8,16
 refused "run -pg is refused by name" "unknown option -pg" run -pg 8,4 -p hi
+refused "bench --draft with --json points to -o json" "with --draft use -o json" bench --json --draft ngram
+refused "bench --draft without a tg test is refused" "give a tg test" bench -n 0 --draft ngram
+refused "bench --draft-max 17 is refused" "--draft-max" bench --draft ngram --draft-max 17
 
 if "$BIN" bench -p 0 -n 0 >/dev/null 2>"$T/err"; then notok "bench -p 0 -n 0 is refused" "it succeeded"
 elif grep -q "nothing to measure" "$T/err"; then ok "bench -p 0 -n 0 is refused"
