@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "experts/admit.h"
+#include "experts/belady.h"
 #include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/store.h"
@@ -557,6 +558,68 @@ static void admit_counters(void)
     t_end();
 }
 
+/* The access log behind the optimum stays within its cap however long the
+ * store lives: a window it still holds gets Belady's figure over the kept
+ * history, a dropped position is an error, the access count keeps going. */
+static void access_log_cap(void)
+{
+    t_begin("store: the access log keeps at most log_cap accesses (the last ones); windows in it get the optimum");
+    sl_err err;
+    gguf_file *g;
+    expert_layout L;
+    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        t_end();
+        return;
+    }
+    enum { SLOTS = 10, CAP = 240, PASSES = 50, N = PASSES * 24 };
+    store_config cfg = store_config_default(store_slot_bytes(&L) * SLOTS);
+    cfg.io = STORE_IO_PREAD;
+    cfg.log_cap = CAP;
+    expert_provider *p;
+    static int32_t keys[N];
+    int n_keys = 0;
+    T_CHECK(expert_store_create(&p, &L, &cfg, &err) == 0, "%s", err.msg);
+    for (int pass = 0; pass < PASSES && p; pass++)
+        for (int l = 0; l < 6; l++) {
+            int32_t ids[4];
+            for (int n = 0; n < 4;) {
+                int32_t e = (int32_t)rnd(32);
+                bool dup = false;
+                for (int k = 0; k < n; k++) dup |= ids[k] == e;
+                if (!dup) ids[n++] = e, keys[n_keys++] = l * 32 + e;
+            }
+            T_CHECK(p->ops->begin(p, l, ids, 4, &err) == 0, "begin: %s", err.msg);
+            expert_view v;
+            int i;
+            while ((i = p->ops->next(p, &v, &err)) >= 0) p->ops->release(p, i);
+            p->ops->end(p, l);
+        }
+    if (p) {
+        store_stats st;
+        expert_store_stats(p, &st);
+        T_CHECK(st.accesses == N, "accesses %llu, expected %d", (unsigned long long)st.accesses, N);
+        /* filled to CAP, then 8 rounds of dropping to CAP/2 and refilling: the log holds the last CAP */
+        static uint8_t miss[CAP];
+        int64_t m = belady_misses(keys + N - CAP, CAP, 6 * 32, SLOTS, miss, &err);
+        uint64_t want = 0, bytes, loads;
+        for (int i = CAP - 96; i < CAP; i++) want += miss[i];
+        T_CHECK(m >= 0 && expert_store_optimum_since(p, N - 96, &bytes, &loads, &err) == 0 && loads == want,
+                "window of the last 96: %llu loads, Belady over the kept log says %llu (%s)",
+                (unsigned long long)loads, (unsigned long long)want, err.msg);
+        T_CHECK(expert_store_optimum_since(p, N - CAP, &bytes, &loads, &err) == 0, "the oldest kept position: %s",
+                err.msg);
+        T_CHECK(expert_store_optimum_since(p, N - CAP - 1, &bytes, &loads, &err) == -1 &&
+                    strstr(err.msg, "no longer holds"),
+                "a dropped position must be an error, got: %s", err.msg);
+        T_CHECK(expert_store_optimum(p, &bytes, &loads, &err) == -1, "the optimum from 0 is gone with the log's front");
+        p->ops->destroy(p);
+    }
+    expert_layout_free(&L);
+    gguf_close(g);
+    t_end();
+}
+
 int main(void)
 {
     run_passes("store: uring, roomy cache, decode-sized batches", STORE_IO_URING, 64, 4, 20);
@@ -578,6 +641,7 @@ int main(void)
     admit_rule();
     io_meter();
     admit_counters();
+    access_log_cap();
     io_every_completion(false);
     io_every_completion(true);
     return t_done();

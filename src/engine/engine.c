@@ -123,6 +123,7 @@ static int make_plan(sl_engine *e, uint64_t slot_bytes, sl_err *err)
         .pin = e->opts.pin,
         .threads = threads,
         .metadata = model_gguf(m)->parts[0].data_off,
+        .log = (uint64_t)store_log_entries(model_expert_layout(m), e->n_ctx) * sizeof(int32_t),
     };
     if (mem_plan_make(&e->plan, &in, err)) return -1;
     e->plan.n_ctx = e->n_ctx, e->plan.n_batch = e->n_batch;
@@ -235,6 +236,7 @@ static int start_streaming(sl_engine *e, sl_err *err)
     }
     store_config cfg = store_config_default(e->plan.cache);
     cfg.io = e->io;
+    cfg.log_cap = store_log_entries(L, e->n_ctx);
     if (e->opts.policy_set) cfg.policy = e->opts.policy;
     cfg.throttle_bps = e->opts.throttle_bps;
     cfg.prefetch_admit = e->opts.prefetch_admit;

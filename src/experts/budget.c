@@ -26,7 +26,7 @@ int mem_plan_make(mem_plan *p, const mem_plan_in *in, sl_err *err)
     *p = (mem_plan){.total = in->total, .spine = in->spine, .kv = in->kv, .state = in->state, .scratch = in->scratch,
                     .runtime = mem_runtime_overhead(in->threads, in->metadata), .slot_bytes = in->slot_bytes,
                     .experts = in->experts};
-    p->meta = (uint64_t)in->experts * 24; /* cache key record + heat count + used flag */
+    p->meta = (uint64_t)in->experts * 24 + in->log; /* cache key record + heat count + used flag */
     uint64_t fixed = p->spine + p->kv + p->state + p->scratch + p->runtime + p->meta;
     if (fixed > p->total) {
         char e[32];

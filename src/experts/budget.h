@@ -19,7 +19,7 @@ typedef struct {
     uint64_t state;        /* recurrent layers' state with its snapshots (0 without such layers) */
     uint64_t scratch;      /* activations and work buffers */
     uint64_t runtime;      /* code, libraries, stacks, allocator slack */
-    uint64_t meta;         /* per-(layer, expert) records */
+    uint64_t meta;         /* per-(layer, expert) records and the access log */
     uint64_t cache;        /* expert slots: slots * slot_bytes */
     uint64_t pin;          /* part of cache held by the pinned tier */
     uint64_t slot_bytes;
@@ -37,6 +37,7 @@ typedef struct {
     uint64_t pin;          /* requested pinned tier (--pin) */
     int threads;
     uint64_t metadata;     /* bytes of GGUF metadata (vocabulary etc.) */
+    uint64_t log;          /* the store's access log at its cap (store_log_entries) */
 } mem_plan_in;
 
 /* Overhead sluice reserves for itself outside the planned buffers. */

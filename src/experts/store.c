@@ -99,6 +99,7 @@ typedef struct {
     /* every begin()'s keys in order, for the offline optimum */
     int32_t *log;
     int64_t n_log, cap_log;
+    int64_t log_base;  /* accesses dropped from the front of the log */
     bool log_failed;
     store_stats st;
 } store;
@@ -120,7 +121,12 @@ store_config store_config_default(uint64_t cache_bytes)
 {
     return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_AHEAD,
                           .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20,
-                          .pin = heat_pin_defaults()};
+                          .pin = heat_pin_defaults(), .log_cap = 1 << 20};
+}
+
+int64_t store_log_entries(const expert_layout *L, int32_t n_ctx)
+{
+    return L ? 2 * (int64_t)(n_ctx > 0 ? n_ctx : 1) * expert_layout_moe_layers(L) * L->n_used : 0;
 }
 
 uint64_t store_slot_bytes(const expert_layout *L) { return source_gguf_slot_bytes(L); }
@@ -458,14 +464,32 @@ static bool worth_reading(const store *s, int layer, int rank, int n_hint)
     return pf_admit_cost(p, read_s, s->est.compute_s, s->est.busy);
 }
 
-/* Appends a layer's experts to the access log (a failed allocation only
- * loses the optimum figure, never the run). */
+/* Keeps the newer half of a full log (at least N entries free after). */
+static void log_drop_half(store *s, int n)
+{
+    int64_t keep = s->cfg.log_cap / 2;
+    if (keep > s->cfg.log_cap - n) keep = s->cfg.log_cap - n;
+    if (keep > s->n_log) keep = s->n_log;
+    if (keep < 0) keep = 0;
+    int64_t drop = s->n_log - keep;
+    memmove(s->log, s->log + drop, (size_t)keep * sizeof *s->log);
+    s->log_base += drop, s->n_log = keep;
+}
+
+/* Appends a layer's experts to the access log, which never grows past
+ * cfg.log_cap (a failed allocation only loses the optimum figure, never
+ * the run). */
 static void log_access(store *s, int layer, const int32_t *ids, int n)
 {
-    if (s->log_failed) return;
+    if (s->log_failed || n > s->cfg.log_cap) {
+        s->log_failed = true;
+        return;
+    }
+    if (s->n_log + n > s->cfg.log_cap) log_drop_half(s, n);
     if (s->n_log + n > s->cap_log) {
         int64_t cap = s->cap_log ? s->cap_log * 2 : 1 << 14;
         while (cap < s->n_log + n) cap *= 2;
+        if (cap > s->cfg.log_cap) cap = s->cfg.log_cap;
         int32_t *l = realloc(s->log, (size_t)cap * sizeof *l);
         if (!l) {
             s->log_failed = true;
@@ -825,7 +849,7 @@ void expert_store_stats(const expert_provider *p, store_stats *out)
 {
     const store *s = (const store *)p;
     *out = s->st;
-    out->accesses = (uint64_t)s->n_log;
+    out->accesses = (uint64_t)(s->log_base + s->n_log);
     if (s->io) {
         io_counters c;
         s->io->ops->counters(s->io, &c);
@@ -853,7 +877,13 @@ int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t
     const store *s = (const store *)p;
     *bytes = *loads = 0;
     if (!s->cache) return sl_errf(err, "the optimum needs an expert cache (not mmap mode)");
-    if (s->log_failed) return sl_errf(err, "out of memory for the access log: no optimum figure");
+    if (s->log_failed)
+        return sl_errf(err, s->cfg.log_cap ? "out of memory for the access log: no optimum figure"
+                                           : "no access log kept: no optimum figure");
+    if (from < (uint64_t)s->log_base)
+        return sl_errf(err, "the access log keeps the last %lld accesses: it no longer holds position %llu",
+                       (long long)s->n_log, (unsigned long long)from);
+    from -= (uint64_t)s->log_base;
     uint8_t *miss = malloc((size_t)(s->n_log > 0 ? s->n_log : 1));
     if (!miss) return sl_errf(err, "out of memory for the optimum");
     int64_t n = belady_misses(s->log, s->n_log, (int64_t)s->L->n_layers * s->L->n_expert, cache_slots(s->cache),

@@ -57,7 +57,15 @@ typedef struct {
     const io_throttle *throttle;
     double throttle_bps;
     bool timeline;         /* record events for expert_store_timeline (bench --timeline) */
+    /* The access log behind the optimum figures holds at most this many
+     * accesses (0: none kept, no optimum): when full it drops its older
+     * half, so it never outgrows the memory plan however long the store
+     * lives (a server) and always keeps the last half of it. */
+    int64_t log_cap;
 } store_config;
+/* Access log entries worth keeping for contexts of N_CTX tokens on layout
+ * L: two full contexts' accesses (a window of one context always fits). */
+int64_t store_log_entries(const expert_layout *L, int32_t n_ctx);
 
 typedef struct {
     uint64_t bytes_read;       /* bytes read from disk for experts (incl. alignment) */
@@ -136,7 +144,8 @@ const struct expert_source *expert_store_source(const expert_provider *p);
  * alignment).  Compare with bytes_needed + prefetch_bytes. */
 int expert_store_optimum(const expert_provider *p, uint64_t *bytes, uint64_t *loads, sl_err *err);
 /* The same, counting only accesses from log position FROM on (an earlier
- * store_stats.accesses): the optimum for a window, with the same history. */
+ * store_stats.accesses): the optimum for a window, with the history the log
+ * still holds before it; an error once the log has dropped FROM. */
 int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t *bytes, uint64_t *loads,
                                sl_err *err);
 
