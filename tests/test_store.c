@@ -35,6 +35,12 @@ static int build_layout(expert_layout *L, const gguf_file *g, sl_err *err)
     return 0;
 }
 
+/* The bundled model and its expert layout. */
+static int open_tinymoe(gguf_file **g, expert_layout *L, sl_err *err)
+{
+    return gguf_open(g, "models/tinymoe-q8_0.gguf", err) || build_layout(L, *g, err) ? -1 : 0;
+}
+
 /* Compares a handed-out view with a plain pread of the same slices. */
 static int check_view(const gguf_file *g, const expert_layout *L, int layer, const expert_view *v)
 {
@@ -65,7 +71,7 @@ static void run_passes_policy(const char *name, store_io io, int slots, int batc
     sl_err err;
     gguf_file *g;
     expert_layout L;
-    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) {
+    if (open_tinymoe(&g, &L, &err)) {
         T_CHECK(0, "%s", err.msg);
         t_end();
         return;
@@ -149,7 +155,7 @@ static void injected_fault(store_io io)
     sl_err err;
     gguf_file *g;
     expert_layout L;
-    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) {
+    if (open_tinymoe(&g, &L, &err)) {
         T_CHECK(0, "%s", err.msg);
         t_end();
         return;
@@ -234,7 +240,7 @@ static void too_small(void)
     sl_err err;
     gguf_file *g;
     expert_layout L;
-    T_CHECK(gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) == 0 && build_layout(&L, g, &err) == 0, "open");
+    T_CHECK(open_tinymoe(&g, &L, &err) == 0, "open");
     store_config cfg = store_config_default(1000);
     expert_provider *p;
     T_CHECK(expert_store_create(&p, &L, &cfg, &err) == -1 && strstr(err.msg, "cannot hold one expert"),
@@ -485,7 +491,7 @@ static int hinted_passes(pf_admit_mode mode, double bps, int n_passes, bool hint
     sl_err err;
     gguf_file *g;
     expert_layout L;
-    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) return -1;
+    if (open_tinymoe(&g, &L, &err)) return -1;
     store_config cfg = store_config_default(store_slot_bytes(&L) * 24);
     cfg.prefetch_admit = mode;
     cfg.throttle_bps = bps;
@@ -567,7 +573,7 @@ static void access_log_cap(void)
     sl_err err;
     gguf_file *g;
     expert_layout L;
-    if (gguf_open(&g, "models/tinymoe-q8_0.gguf", &err) || build_layout(&L, g, &err)) {
+    if (open_tinymoe(&g, &L, &err)) {
         T_CHECK(0, "%s", err.msg);
         t_end();
         return;

@@ -69,7 +69,6 @@ typedef struct {
     pf_admit_mode admit;
     sl_kv_mode kv;
     bool drafted;                /* its tg tests draft (--draft); it runs no other test */
-    uint64_t draft_reserve;      /* bytes of --mem the draft model took */
     int32_t n_ctx;
     probe_result probe;          /* the better of the two probes */
     double probe_before, probe_after;

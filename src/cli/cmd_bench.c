@@ -402,12 +402,13 @@ static int check_exact(bench_ctx *b, int text, long n, gen_result *res)
                     text, i, i < res->n_ids ? res->ids[i] : -1, i < f->n_ids ? f->ids[i] : -1);
 }
 
-/* One repetition of the text decode: timed, counted, checked. */
+/* One repetition of the text decode: timed, checked, its drafting
+ * counters added to SUM (NULL: not counted). */
 static double text_rep(bench_ctx *b, int text, long n, store_stats *x, store_stats *y, spec_stats *sum)
 {
     gen_result res = {0};
     double dt = text_decode(b, text, n, x, y, &res);
-    if (dt >= 0 && b->ss.sp) spec_stats_add(sum, spec_get_stats(b->ss.sp));
+    if (dt >= 0 && b->ss.sp && sum) spec_stats_add(sum, spec_get_stats(b->ss.sp));
     if (dt >= 0 && check_exact(b, text, n, &res)) dt = -2;
     gen_result_free(&res);
     return dt;
@@ -420,12 +421,11 @@ static int measure_text(bench_ctx *b, long n, bench_cell *c)
 {
     double *tps = c->tps;
     stream_figs *f = &c->sf;
-    spec_stats ds = {0};
     if (!b->a->cold) {
-        double dt = text_rep(b, 0, n, NULL, NULL, &ds);
+        double dt = text_rep(b, 0, n, NULL, NULL, NULL);
         if (dt < 0) return dt < -1 ? -1 : cli_fail("%s", b->err.msg);
     }
-    ds = (spec_stats){0};
+    spec_stats ds = {0};
     store_stats sum = {0};
     double secs = 0, opt = 0;
     for (long r = 0; r < b->a->reps; r++) {
@@ -662,12 +662,11 @@ static int alloc_inputs(bench_ctx *b, long nt)
 }
 
 /* Probes, the thread counts, the timeline: everything on one open engine. */
-static int bench_engine_run(const bench_args *a, cli_model *cm, bench_report *r, long nt, int mem_i, bool drafted,
-                            uint64_t reserve)
+static int bench_engine_run(const bench_args *a, cli_model *cm, bench_report *r, long nt, int mem_i, bool drafted)
 {
     bench_engine *e = &r->engines[r->n_engines++];
     *e = (bench_engine){.mem = a->n_mems ? a->mems[mem_i] : a->eo.mem, .streaming = cm->eng.store != NULL,
-                        .drafted = drafted, .draft_reserve = reserve,
+                        .drafted = drafted,
                         .io = cm->eng.io, .plan = cm->eng.plan, .admit = cm->eng.opts.prefetch_admit,
                         .kv = cm->eng.opts.kv_mode, .n_ctx = (int32_t)nt};
     /* A virtual or shared disk's speed drifts: probe on both sides of the
@@ -712,10 +711,10 @@ static int bench_one(bench_args *a, bench_report *r, long nt, int m, bool drafte
         if (a->batches[i] > mo.eo.n_batch) mo.eo.n_batch = (int32_t)a->batches[i];
     mo.eo.timeline = a->timeline != NULL;
     mo.eo.throttle_bps = blkio ? 0 : a->throttle;
-    uint64_t reserve = 0;
     if (drafted) {
         /* as run: the draft model's RAM comes out of the same budget */
         sl_err e;
+        uint64_t reserve;
         mo.eo.n_rollback = DRAFT_MAX;
         if (spec_setup_reserve(&a->draft, &mo.eo.mem, (int32_t)nt, mo.threads, &reserve, &e))
             return cli_fail("--draft: %s", e.msg);
@@ -730,7 +729,7 @@ static int bench_one(bench_args *a, bench_report *r, long nt, int m, bool drafte
     }
     blkio_throttle bt = {0};
     int rc = blkio ? start_throttle(a, &cm, &bt) : 0;
-    if (!rc) rc = bench_engine_run(a, &cm, r, nt, m, drafted, reserve);
+    if (!rc) rc = bench_engine_run(a, &cm, r, nt, m, drafted);
     blkio_throttle_stop(&bt);
     cli_model_close(&cm);
     return rc;

@@ -464,13 +464,13 @@ static bool worth_reading(const store *s, int layer, int rank, int n_hint)
     return pf_admit_cost(p, read_s, s->est.compute_s, s->est.busy);
 }
 
-/* Keeps the newer half of a full log (at least N entries free after). */
+/* Keeps the newer half of a full log (at least N entries free after;
+ * log_access has checked N <= log_cap). */
 static void log_drop_half(store *s, int n)
 {
     int64_t keep = s->cfg.log_cap / 2;
     if (keep > s->cfg.log_cap - n) keep = s->cfg.log_cap - n;
     if (keep > s->n_log) keep = s->n_log;
-    if (keep < 0) keep = 0;
     int64_t drop = s->n_log - keep;
     memmove(s->log, s->log + drop, (size_t)keep * sizeof *s->log);
     s->log_base += drop, s->n_log = keep;
