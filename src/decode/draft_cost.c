@@ -13,6 +13,18 @@ static void avg_add(dcost_avg *a, double x)
     a->n++;
 }
 
+/* Step times: interference (another process, a page fault, the first pass
+ * of a size growing its buffers) only ever adds, so a sample above the
+ * average moves it less than one below, and the first two give their
+ * minimum.  A single slow outlier would otherwise price a K out of the
+ * choice and, never chosen again, never be corrected. */
+static void time_add(dcost_avg *a, double x)
+{
+    if (a->n < 2) a->v = a->n && a->v < x ? a->v : x;
+    else a->v += (x < a->v ? 0.5 : 0.125) * (x - a->v);
+    a->n++;
+}
+
 void dcost_init(draft_cost *c, int n_used, int n_expert, double expert_bytes)
 {
     memset(c, 0, sizeof *c);
@@ -38,7 +50,7 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
 {
     if (!pos_ok(n_pos) || !(seconds > 0)) return;
     if (wait_s < 0) wait_s = 0;
-    avg_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
+    time_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
     /* wait per second of reading: only a step that read something says it */
     if (c->rate > 0 && missing_bytes > 0) avg_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
 }
@@ -81,25 +93,33 @@ double dcost_missing_bytes(const draft_cost *c, int n_pos)
     return miss * c->expert_bytes;
 }
 
+/* C(N_POS): its own average once measured twice, else a line through the
+ * plain step and the n measured twice, weighted by their samples (up to 8,
+ * so that a well-measured plain step does not outweigh every other n).  A
+ * size seen once is left out: one slow pass (a burst of interference, the
+ * first pass of a size growing its buffers) would otherwise price every K
+ * out, and a K never chosen is never measured again. */
 double dcost_compute(const draft_cost *c, int n_pos)
 {
     if (n_pos < 1) n_pos = 1;
     if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
     if (c->c[n_pos].n >= 2) return c->c[n_pos].v;
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int points = 0;
     for (int j = 1; j <= DCOST_MAX_POS; j++) {
-        if (!c->c[j].n) continue;
-        sx += j, sy += c->c[j].v, sxx += (double)j * j, sxy += j * c->c[j].v, n++;
+        if (!c->c[j].n || (j > 1 && c->c[j].n < 2)) continue;
+        double w = c->c[j].n < 8 ? (double)c->c[j].n : 8, y = c->c[j].v;
+        sw += w, sx += w * j, sy += w * y, sxx += w * j * j, sxy += w * j * y, points++;
     }
-    if (n == 0) return 1 + 0.1 * (n_pos - 1); /* nothing measured: any positive yardstick */
-    double mean = sy / n;
-    if (n < 2) { /* one point: a mild prior slope */
-        double t = mean * (1 + 0.1 * (n_pos - sx));
+    if (points == 0) return 1 + 0.1 * (n_pos - 1); /* nothing measured: any positive yardstick */
+    double mx = sx / sw, mean = sy / sw;
+    if (points < 2) { /* one point: a mild prior slope */
+        double t = mean * (1 + 0.1 * (n_pos - mx));
         return t > 0 ? t : mean;
     }
-    double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+    double b = (sxy - sx * mean) / (sxx - sx * mx);
     if (b < 0) b = 0;
-    double t = a + b * n_pos;
+    double t = mean + b * (n_pos - mx);
     return t > 0 ? t : mean;
 }
 

@@ -4,8 +4,9 @@
  *     T(n) = C(n) + beta * missing_bytes(n) / rate
  *
  * C(n): the step's seconds not spent waiting for expert reads (compute and
- *   sampling), measured per n (an average once seen twice, else a
- *   least-squares line through the n measured, the plain step being n = 1).
+ *   sampling), measured per n (a down-quick, up-slow average once seen
+ *   twice, else a weighted least-squares line through the plain step,
+ *   n = 1, and the n seen twice).
  * missing_bytes(n): the union's experts the cache will not hold, per MoE
  *   layer  k (1 - h1) + (u(n) - k) (1 - hx)  experts of expert_bytes each
  *   (one expert of every MoE layer):  k the experts a position routes to,

@@ -174,12 +174,17 @@ static void pass_end(spec *sp, int n)
  * each draft token, kept when every one before it was. */
 static double expected_tokens(const spec *sp, int k)
 {
-    double e = 1, run = 1;
+    double e = 1, run = 1, prior = 0.5;
     for (int d = 0; d < k; d++) {
-        /* decayed counts with a uniform prior (Laplace's rule) */
-        double a = (sp->acc_kept[d] + 1) / (sp->acc_tried[d] + 2);
+        /* decayed counts with a prior of two observations at the shallower
+         * depth's rate (Laplace's rule at depth 1): a draft kept at depth d
+         * is kept deeper about as often, more often for an n-gram run, so a
+         * depth never reached is no coin toss once the ones before it are
+         * known */
+        double a = (sp->acc_kept[d] + 2 * prior) / (sp->acc_tried[d] + 2);
         run *= a;
         e += run;
+        prior = a;
     }
     return e;
 }
