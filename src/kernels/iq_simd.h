@@ -111,15 +111,24 @@ typedef struct {
     int16_t s0, s1; /* odd scales 2s+1 of elements 0-15, 16-31 */
 } sub32;
 
-/* 4 groups of 7 stored sign bits -> 4 bytes, the 8th bit of each making
- * its count of minus signs even (kq_even_signs on each group). */
-static inline uint32_t even_signs4(uint32_t s28)
+/* Bit scatters by shifts and masks, not pdep / pext: those are microcode
+ * on AMD before Zen 3 (tens to hundreds of cycles, by the mask's bits),
+ * which made IQ2_XXS 13x slower than ggml on a Zen 1 EPYC. */
+
+/* 4 bytes each holding 7 sign bits in bits 0-6 -> the same with bit 7 set
+ * where that makes the byte's count of minus signs even (kq_even_signs). */
+static inline uint32_t even_signs_bytes(uint32_t b)
 {
-    uint32_t b = _pdep_u32(s28, 0x7f7f7f7fu);
     uint32_t p = b ^ (b >> 4);
     p ^= p >> 2;
     p ^= p >> 1; /* bit 0 of each byte: parity of that byte */
     return b | (p & 0x01010101u) << 7;
+}
+
+/* 4 groups of 7 stored sign bits (bits 7l..7l+6) -> even_signs_bytes. */
+static inline uint32_t even_signs4(uint32_t s28)
+{
+    return even_signs_bytes((s28 & 0x7fu) | (s28 << 1 & 0x7f00u) | (s28 << 2 & 0x7f0000u) | (s28 << 3 & 0x7f000000u));
 }
 
 static inline uint64_t le64(const uint8_t *p)
@@ -219,7 +228,9 @@ IQ_INLINE void sub_iq2_xs(const uint8_t *b, int ib, sub32 *c)
     uint64_t x = le64(b + 2 + 8 * ib); /* 4 x (9-bit index, 7 sign bits) */
     c->g = _mm256_setr_epi64x((long long)kq_iq2xs_grid[x & 511], (long long)kq_iq2xs_grid[(x >> 16) & 511],
                               (long long)kq_iq2xs_grid[(x >> 32) & 511], (long long)kq_iq2xs_grid[(x >> 48) & 511]);
-    c->sg = even_signs4((uint32_t)_pext_u64(x, 0xfe00fe00fe00fe00ull));
+    /* the sign bits 9-15 of each 16-bit group, one group per byte */
+    c->sg = even_signs_bytes((uint32_t)((x >> 9 & 0x7f) | (x >> 17 & 0x7f00) | (x >> 25 & 0x7f0000) |
+                                        (x >> 33 & 0x7f000000)));
     c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
 }
 
@@ -271,7 +282,8 @@ IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
     /* nibble l of h: index bits 8-10 of group l, then its delta sign */
     int h = kq_le16(b + 32 + 2 * ib);
     iq1_grid(grid64v(kq_iq1s_grid, idx4(q, h, 4, 7)), c);
-    c->dsg = _pdep_u32(_pext_u32((uint32_t)h, 0x8888u), 0x01010101u) * 0xffu; /* bit 4l+3 -> byte l */
+    uint32_t u = (uint32_t)h; /* bit 4l+3 -> all of byte l */
+    c->dsg = ((u >> 3 & 1) | (u << 1 & 0x100) | (u << 5 & 0x10000) | (u << 9 & 0x1000000)) * 0xffu;
     /* its two half-block scales: decode_iq1_m, all sixteen at once */
 }
 
@@ -316,15 +328,6 @@ IQ_INLINE int half_scales(uint32_t T, const uint8_t *b, __m256i *s16)
     return 0;
 }
 
-/* ---- one superblock of one row, decoded for every token of a tile ---- */
-
-typedef struct {
-    V mag[IQ_NV], scl[IQ_NV];
-    S sgn[IQ_NV], dsg[IQ_NV];
-    __m256i coef; /* IQ1_S: int16 coef of sub-block i in lanes 2i, 2i+1 (pairs with bsums) */
-    float d;      /* fp16 superblock scale */
-} wdec;
-
 static inline int has_signs(uint32_t T) { return T != GGML_TYPE_TQ1_0 && T != GGML_TYPE_TQ2_0; }
 
 static inline float block_scale(uint32_t T, const uint8_t *b)
@@ -337,93 +340,82 @@ static inline float block_scale(uint32_t T, const uint8_t *b)
     }
 }
 
-/* IQ1_S: the eight sub-blocks' scales and delta coefficients (sign bit 15,
- * scale bits 12-14 of each qh word) as vectors straight from qh; building
+/* What every vector of a superblock needs: its scales as one vector where
+ * the type packs them so (decoding them per sub-block from scalars was
+ * slower), IQ1_S's delta coefficients, the fp16 scale.  IQ1_S: scale bits
+ * 12-14 and delta sign bit 15 of each qh word, straight from qh (building
  * the coefficients in a stack array and loading it as one vector stalled
- * every superblock on store-to-load forwarding. */
-IQ_INLINE void decode_iq1_s(const uint8_t *b, wdec *w)
+ * every superblock on store-to-load forwarding).  IQ1_M: the sixteen 3-bit
+ * half-block scales of the four scale words, in order. */
+typedef struct {
+    __m256i s16;  /* half-block scales 2s+1 (IQ1_M, IQ2_XS, IQ2_S) */
+    __m128i sc;   /* IQ1_S: sub-block scales 2s+1 */
+    __m256i coef; /* IQ1_S: int16 coef of sub-block i in lanes 2i, 2i+1 (pairs with bsums) */
+    float d;      /* fp16 superblock scale */
+} wpre;
+
+IQ_INLINE void decode_pre(uint32_t T, const uint8_t *b, wpre *p)
 {
-    __m128i h = _mm_loadu_si128((const __m128i *)(b + 34));
-    __m128i sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
-                              _mm_set1_epi16(1));
-    __m128i neg = _mm_srai_epi16(h, 15);
-    __m256i coef = _mm256_cvtepu16_epi32(_mm_sub_epi16(_mm_xor_si128(sc, neg), neg));
-    w->coef = _mm256_or_si256(coef, _mm256_slli_epi32(coef, 16)); /* lanes 2i, 2i+1: sub-block i */
-#pragma GCC unroll 8
-    for (int v = 0; v < IQ_NV; v++) {
-        __m256i g[IQ_SB];
-        uint64_t sg = 0;
-#pragma GCC unroll 2
-        for (int j = 0; j < IQ_SB; j++) {
-            sub32 c;
-            sub_iq1_s(b, v * IQ_SB + j, &c);
-            g[j] = c.g;
-            sg |= (uint64_t)c.sg << 32 * j;
-        }
-        w->mag[v] = v_cat(g), w->scl[v] = v_scales(sc, v), w->sgn[v] = s_bits(sg);
+    p->d = block_scale(T, b);
+    if (T == GGML_TYPE_IQ1_S) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(b + 34));
+        p->sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
+                             _mm_set1_epi16(1));
+        __m128i neg = _mm_srai_epi16(h, 15);
+        __m256i coef = _mm256_cvtepu16_epi32(_mm_sub_epi16(_mm_xor_si128(p->sc, neg), neg));
+        p->coef = _mm256_or_si256(coef, _mm256_slli_epi32(coef, 16)); /* lanes 2i, 2i+1: sub-block i */
+    } else if (T == GGML_TYPE_IQ1_M) {
+        const __m256i words = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4,
+                                               5, 6, 7, 6, 7, 6, 7, 6, 7);
+        const __m256i shl = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+        __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), words);
+        x = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(x, shl), 9), _mm256_set1_epi16(7)); /* bits 3k..3k+2 */
+        p->s16 = _mm256_or_si256(_mm256_slli_epi16(x, 1), _mm256_set1_epi16(1));
+    } else if (T == GGML_TYPE_IQ2_XS || T == GGML_TYPE_IQ2_S) {
+        half_scales(T, b, &p->s16);
     }
-    w->d = block_scale(GGML_TYPE_IQ1_S, b);
 }
 
-/* IQ1_M: the sixteen half-block scales (3 bits each, in order, in the four
- * scale words) as one int16 vector, not sixteen broadcasts from scalars. */
-IQ_INLINE void decode_iq1_m(const uint8_t *b, wdec *w)
+/* Vector V of the superblock: magnitudes, signs (and IQ1_M's delta signs),
+ * the scale of each element's sub-block or half-block. */
+IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *mag, V *scl, S *sgn, S *dsg)
 {
-    const __m256i words = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6,
-                                           7, 6, 7, 6, 7, 6, 7);
-    const __m256i shl = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
-    __m256i x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), words);
-    x = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(x, shl), 9), _mm256_set1_epi16(7)); /* bits 3k..3k+2 */
-    __m256i s16 = _mm256_or_si256(_mm256_slli_epi16(x, 1), _mm256_set1_epi16(1));
-#pragma GCC unroll 8
-    for (int v = 0; v < IQ_NV; v++) {
-        __m256i g[IQ_SB];
-        uint64_t sg = 0, dsg = 0;
+    __m256i g[IQ_SB], sc[IQ_SB];
+    uint64_t sg = 0, dg = 0;
 #pragma GCC unroll 2
-        for (int j = 0; j < IQ_SB; j++) {
-            sub32 c;
-            sub_iq1_m(b, v * IQ_SB + j, &c);
-            g[j] = c.g;
-            sg |= (uint64_t)c.sg << 32 * j;
-            dsg |= (uint64_t)c.dsg << 32 * j;
-        }
-        w->mag[v] = v_cat(g), w->scl[v] = v_half_scales(s16, v);
-        w->sgn[v] = s_bits(sg), w->dsg[v] = s_bits(dsg);
+    for (int j = 0; j < IQ_SB; j++) {
+        int ib = v * IQ_SB + j;
+        sub32 c;
+        if (T == GGML_TYPE_IQ1_S) sub_iq1_s(b, ib, &c);
+        else if (T == GGML_TYPE_IQ1_M) sub_iq1_m(b, ib, &c);
+        else chunk_of(T, b, ib, &c);
+        g[j] = c.g;
+        if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M)
+            sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
+        sg |= (uint64_t)c.sg << 32 * j;
+        if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 32 * j;
     }
-    w->d = block_scale(GGML_TYPE_IQ1_M, b);
+    *mag = v_cat(g);
+    if (T == GGML_TYPE_IQ1_S) *scl = v_scales(p->sc, v);
+    else if (T == GGML_TYPE_IQ1_M || T == GGML_TYPE_IQ2_XS || T == GGML_TYPE_IQ2_S) *scl = v_half_scales(p->s16, v);
+    else *scl = v_cat(sc);
+    if (has_signs(T)) *sgn = s_bits(sg);
+    if (T == GGML_TYPE_IQ1_M) *dsg = s_bits(dg);
 }
+
+/* ---- one superblock of one row, decoded for every token of a tile ---- */
+
+typedef struct {
+    V mag[IQ_NV], scl[IQ_NV];
+    S sgn[IQ_NV], dsg[IQ_NV];
+    wpre p;
+} wdec;
 
 IQ_INLINE void decode(uint32_t T, const uint8_t *b, wdec *w)
 {
-    if (T == GGML_TYPE_IQ1_S) {
-        decode_iq1_s(b, w);
-        return;
-    }
-    if (T == GGML_TYPE_IQ1_M) {
-        decode_iq1_m(b, w);
-        return;
-    }
-    __m256i s16 = _mm256_setzero_si256();
-    int vs = half_scales(T, b, &s16);
+    decode_pre(T, b, &w->p);
 #pragma GCC unroll 8
-    for (int v = 0; v < IQ_NV; v++) {
-        __m256i g[IQ_SB], sc[IQ_SB];
-        uint64_t sg = 0, dsg = 0;
-#pragma GCC unroll 2
-        for (int j = 0; j < IQ_SB; j++) {
-            int ib = v * IQ_SB + j;
-            sub32 c;
-            chunk_of(T, b, ib, &c);
-            g[j] = c.g;
-            sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
-            sg |= (uint64_t)c.sg << 32 * j;
-            dsg |= (uint64_t)c.dsg << 32 * j;
-        }
-        w->mag[v] = v_cat(g), w->scl[v] = vs ? v_half_scales(s16, v) : v_cat(sc);
-        if (has_signs(T)) w->sgn[v] = s_bits(sg);
-        if (T == GGML_TYPE_IQ1_M) w->dsg[v] = s_bits(dsg);
-    }
-    w->d = block_scale(T, b);
+    for (int v = 0; v < IQ_NV; v++) decode_v(T, b, &w->p, v, &w->mag[v], &w->scl[v], &w->sgn[v], &w->dsg[v]);
 }
 
 static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
@@ -440,27 +432,43 @@ typedef struct {
     float acc1;
 } tacc;
 
-/* One decoded superblock times one token's Q8_K block. */
-IQ_INLINE void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
+/* The integer sums S (S2: IQ1_M's delta part) of one superblock and token
+ * into the token's float accumulators, in the scalar path's order. */
+IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, tacc *o)
 {
-    V s = v_zero(), s2 = v_zero(), av[IQ_NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < IQ_NV; v++) {
-        av[v] = v_load(a->qs + IQ_W * v);
-        s = v_dot(s, w->mag[v], has_signs(T) ? v_signs(av[v], w->sgn[v]) : av[v], w->scl[v]);
-    }
     __m256i L = v_fold(s);
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
         L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
-    float d = w->d * a->d;
+    float d = p->d * a->d;
     o->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(L), o->acc);
-    if (T == GGML_TYPE_IQ1_M) {
+    if (T == GGML_TYPE_IQ1_M) o->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(v_fold(s2)), o->acc2);
+    if (T == GGML_TYPE_IQ1_S) o->acc1 = fmaf((float)hsum_i32x8(_mm256_madd_epi16(bs, p->coef)), d, o->acc1);
+}
+
+/* One vector of a decoded superblock times the token's bytes AV. */
+IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2)
+{
+    *s = v_dot(*s, mag, has_signs(T) ? v_signs(av, sgn) : av, scl);
+    if (T == GGML_TYPE_IQ1_M) *s2 = v_dot(*s2, v_bytes(1), v_signs(av, dsg), scl);
+}
+
+/* One decoded superblock times one token's Q8_K block. */
+IQ_INLINE void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
+{
+    V s = v_zero(), s2 = v_zero();
 #pragma GCC unroll 8
-        for (int v = 0; v < IQ_NV; v++) s2 = v_dot(s2, v_bytes(1), v_signs(av[v], w->dsg[v]), w->scl[v]);
-        o->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(v_fold(s2)), o->acc2);
-    }
-    if (T == GGML_TYPE_IQ1_S) o->acc1 = fmaf((float)hsum_i32x8(_mm256_madd_epi16(bs, w->coef)), d, o->acc1);
+    for (int v = 0; v < IQ_NV; v++)
+        token_v(T, w->mag[v], w->scl[v], w->sgn[v], w->dsg[v], v_load(a->qs + IQ_W * v), &s, &s2);
+    token_end(T, &w->p, a, s, s2, o);
+}
+
+static inline float tile_result(uint32_t T, const tacc *o)
+{
+    float l[8], l2[8];
+    _mm256_storeu_ps(l, o->acc);
+    _mm256_storeu_ps(l2, o->acc2);
+    return kq_iq_result(T, l, l2, o->acc1);
 }
 
 /* One row times NT tokens (xs[t]: token t's Q8_K row), results to out[t]. */
@@ -477,12 +485,31 @@ IQ_INLINE void row_tile(uint32_t T, int nt, const uint8_t *row, int64_t nb, cons
         for (int t = 0; t < nt; t++) token(T, &w, xs[t] + b, &o[t]);
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        float l[8], l2[8];
-        _mm256_storeu_ps(l, o[t].acc);
-        _mm256_storeu_ps(l2, o[t].acc2);
-        out[t] = kq_iq_result(T, l, l2, o[t].acc1);
+    for (int t = 0; t < nt; t++) out[t] = tile_result(T, &o[t]);
+}
+
+/* One row times one token (decode): each vector is used as soon as it is
+ * decoded, so the superblock never lives in registers whole (AVX2 has 16:
+ * holding it spilled to the stack, a store and a load per vector). */
+IQ_INLINE void row_one(uint32_t T, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out)
+{
+    size_t bs = ggml_type_get(T)->type_size;
+    tacc o = {_mm256_setzero_ps(), _mm256_setzero_ps(), 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bs;
+        wpre p;
+        decode_pre(T, blk, &p);
+        V s = v_zero(), s2 = v_zero();
+#pragma GCC unroll 8
+        for (int v = 0; v < IQ_NV; v++) {
+            V mag, scl;
+            S sgn = {0}, dsg = {0};
+            decode_v(T, blk, &p, v, &mag, &scl, &sgn, &dsg);
+            token_v(T, mag, scl, sgn, dsg, v_load(x[b].qs + IQ_W * v), &s, &s2);
+        }
+        token_end(T, &p, x + b, s, s2, &o);
     }
+    *out = tile_result(T, &o);
 }
 
 typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out);
@@ -497,7 +524,7 @@ typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_
     static void NAME(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: row_tile(T, 1, row, nb, xs, out); break;                                              \
+        case 1: row_one(T, row, nb, xs[0], out); break;                                               \
         case 2: row_tile(T, 2, row, nb, xs, out); break;                                              \
         IQ_TILE_8(T)                                                                                  \
         default: row_tile(T, 4, row, nb, xs, out); break;                                             \
