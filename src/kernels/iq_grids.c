@@ -613,3 +613,14 @@ const uint64_t kq_iq1s_grid[2048] = {
     G1(6498), G1(6500), G1(6504), G1(6506), G1(6517), G1(6519), G1(6521), G1(6534),
     G1(6536), G1(6540), G1(6542), G1(6547), G1(6552), G1(6554), G1(6558), G1(6560),
 };
+
+/* IQ2_XXS / IQ2_XS / IQ3_XXS signs as bytes (+1, or -1 = 0xff) by their 7
+ * stored bits, the 8th bit being kq_even_signs' parity: the AVX2 path
+ * loads a group's 8 signs instead of computing and spreading them. */
+#define PAR7(s) (((s) ^ (s) >> 1 ^ (s) >> 2 ^ (s) >> 3 ^ (s) >> 4 ^ (s) >> 5 ^ (s) >> 6) & 1)
+#define SGN(s, j) ((uint64_t)(((((s) | PAR7(s) << 7) >> (j)) & 1) ? 0xff : 0x01) << 8 * (j))
+#define SB(s) (SGN(s, 0) | SGN(s, 1) | SGN(s, 2) | SGN(s, 3) | SGN(s, 4) | SGN(s, 5) | SGN(s, 6) | SGN(s, 7))
+#define SB4(s) SB(s), SB((s) + 1), SB((s) + 2), SB((s) + 3)
+#define SB16(s) SB4(s), SB4((s) + 4), SB4((s) + 8), SB4((s) + 12)
+const uint64_t kq_even_sign_bytes[128] = {SB16(0),  SB16(16), SB16(32), SB16(48),
+                                          SB16(64), SB16(80), SB16(96), SB16(112)};

@@ -108,6 +108,7 @@ typedef struct {
     __m256i g;      /* magnitudes, unsigned bytes */
     uint32_t sg;    /* sign bit per element */
     uint32_t dsg;   /* IQ1_M: delta sign per element */
+    S sv;           /* AVX2, IQ2_XXS / IQ2_XS / IQ3_XXS: the signs as +1 / -1 bytes, from a table */
     int16_t s0, s1; /* odd scales 2s+1 of elements 0-15, 16-31 */
 } sub32;
 
@@ -124,6 +125,16 @@ static inline uint32_t even_signs_bytes(uint32_t b)
     p ^= p >> 1; /* bit 0 of each byte: parity of that byte */
     return b | (p & 0x01010101u) << 7;
 }
+
+#if IQ_W == 32
+/* The four groups' signs with 7 stored bits each (S7(l)) as +1 / -1 bytes. */
+#define EVEN_SIGNS_V(S7) \
+    _mm256_setr_epi64x((long long)kq_even_sign_bytes[S7(0)], (long long)kq_even_sign_bytes[S7(1)], \
+                       (long long)kq_even_sign_bytes[S7(2)], (long long)kq_even_sign_bytes[S7(3)])
+#define TABLE_SIGNS(T) ((T) == GGML_TYPE_IQ2_XXS || (T) == GGML_TYPE_IQ2_XS || (T) == GGML_TYPE_IQ3_XXS)
+#else
+#define TABLE_SIGNS(T) 0 /* AVX-512 applies sign bits as a mask */
+#endif
 
 /* 4 groups of 7 stored sign bits (bits 7l..7l+6) -> even_signs_bytes. */
 static inline uint32_t even_signs4(uint32_t s28)
@@ -219,7 +230,13 @@ IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
     uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
     c->g = _mm256_setr_epi64x((long long)kq_iq2xxs_grid[idx & 255], (long long)kq_iq2xxs_grid[(idx >> 8) & 255],
                               (long long)kq_iq2xxs_grid[(idx >> 16) & 255], (long long)kq_iq2xxs_grid[idx >> 24]);
+#if IQ_W == 32
+#define S7(l) (ss >> 7 * (l) & 127)
+    c->sv = EVEN_SIGNS_V(S7);
+#undef S7
+#else
     c->sg = even_signs4(ss);
+#endif
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
 
@@ -228,9 +245,15 @@ IQ_INLINE void sub_iq2_xs(const uint8_t *b, int ib, sub32 *c)
     uint64_t x = le64(b + 2 + 8 * ib); /* 4 x (9-bit index, 7 sign bits) */
     c->g = _mm256_setr_epi64x((long long)kq_iq2xs_grid[x & 511], (long long)kq_iq2xs_grid[(x >> 16) & 511],
                               (long long)kq_iq2xs_grid[(x >> 32) & 511], (long long)kq_iq2xs_grid[(x >> 48) & 511]);
-    /* the sign bits 9-15 of each 16-bit group, one group per byte */
+    /* the sign bits 9-15 of each 16-bit group */
+#if IQ_W == 32
+#define S7(l) (x >> (16 * (l) + 9) & 127)
+    c->sv = EVEN_SIGNS_V(S7);
+#undef S7
+#else
     c->sg = even_signs_bytes((uint32_t)((x >> 9 & 0x7f) | (x >> 17 & 0x7f00) | (x >> 25 & 0x7f0000) |
                                         (x >> 33 & 0x7f000000)));
+#endif
     c->s0 = (int16_t)(2 * (b[66 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[66 + ib] >> 4) + 1);
 }
 
@@ -247,7 +270,13 @@ IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
 {
     uint32_t ss = kq_le32(b + 66 + 4 * ib);
     c->g = grid32s(kq_iq3xxs_grid, b + 2 + 8 * ib);
+#if IQ_W == 32
+#define S7(l) (ss >> 7 * (l) & 127)
+    c->sv = EVEN_SIGNS_V(S7);
+#undef S7
+#else
     c->sg = even_signs4(ss);
+#endif
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
 
@@ -382,6 +411,9 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
 {
     __m256i g[IQ_SB], sc[IQ_SB];
     uint64_t sg = 0, dg = 0;
+#if IQ_W == 32
+    S g_sv = _mm256_setzero_si256();
+#endif
 #pragma GCC unroll 2
     for (int j = 0; j < IQ_SB; j++) {
         int ib = v * IQ_SB + j;
@@ -390,6 +422,9 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
         else if (T == GGML_TYPE_IQ1_M) sub_iq1_m(b, ib, &c);
         else chunk_of(T, b, ib, &c);
         g[j] = c.g;
+#if IQ_W == 32
+        if (TABLE_SIGNS(T)) g_sv = c.sv;
+#endif
         if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M)
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
         sg |= (uint64_t)c.sg << 32 * j;
@@ -399,6 +434,10 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     if (T == GGML_TYPE_IQ1_S) *scl = v_scales(p->sc, v);
     else if (T == GGML_TYPE_IQ1_M || T == GGML_TYPE_IQ2_XS || T == GGML_TYPE_IQ2_S) *scl = v_half_scales(p->s16, v);
     else *scl = v_cat(sc);
+#if IQ_W == 32
+    if (TABLE_SIGNS(T)) *sgn = g_sv; /* one sub-block per vector */
+    else
+#endif
     if (has_signs(T)) *sgn = s_bits(sg);
     if (T == GGML_TYPE_IQ1_M) *dsg = s_bits(dg);
 }

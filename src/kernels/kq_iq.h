@@ -41,6 +41,7 @@ _Static_assert(sizeof(blk_tq2_0) == 66, "tq2_0");
 
 /* Codebooks (iq_grids.c): point i's coordinate j is byte j. */
 extern const uint64_t kq_iq2xxs_grid[256], kq_iq2xs_grid[512], kq_iq2s_grid[1024], kq_iq1s_grid[2048];
+extern const uint64_t kq_even_sign_bytes[128]; /* kq_even_signs as 8 bytes of +1 / -1 */
 extern const uint32_t kq_iq3xxs_grid[256], kq_iq3s_grid[512];
 
 #define IQ1_DELTA 0.125f /* IQ1_S / IQ1_M grid shift */
