@@ -377,6 +377,13 @@ static void limits(void)
     free(out);
     t_end();
 
+    /* found by fuzz_jinja (UBSan: memcpy from a NULL list); Jinja2 renders [] and 0 */
+    t_begin("chat: sort of an empty list");
+    rc = try_render("{{ []|sort }}{{ []|sort(reverse=true)|length }}{{ {}|dictsort }}", NULL, &out, &err);
+    T_CHECK(rc == 0 && !strcmp(out, "[]0[]"), "empty sort: %s", rc ? err.msg : out);
+    free(out);
+    t_end();
+
     t_begin("chat limit: max_output and deep JSON");
     chat_tmpl *t;
     struct tm now = pinned_now();

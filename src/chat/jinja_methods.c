@@ -1157,6 +1157,7 @@ int jattr_path(jctx *c, const jnode *n, jv item, jv attr, jv *out)
 int jsort(jctx *c, const jnode *n, jlist *items, jlist *keys, bool fold_case, bool reverse)
 {
     size_t len = items->n;
+    if (len == 0) return 0; /* an empty list's storage may be NULL: nothing to copy */
     size_t *idx = malloc(len * sizeof *idx + 1), *tmp = malloc(len * sizeof *tmp + 1);
     int rc = idx && tmp ? 0 : jerr(c, n, "out of memory");
     for (size_t i = 0; i < len && !rc; i++) idx[i] = i;
