@@ -4,21 +4,40 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int load_ids(route_trace *t, json_t *experts, const char *path, sl_err *err)
+/* Every token lists n_layers sets of n_used ids: checked before anything
+ * is allocated, so the allocation is what the document holds, never what
+ * its header claims. */
+static int check_shape(const route_trace *t, json_t *experts, const char *path, sl_err *err)
 {
     size_t ti;
     json_t *tok;
     json_array_foreach(experts, ti, tok) {
-        if (!json_is_array(tok) || (int)json_array_size(tok) != t->n_layers)
+        if (!json_is_array(tok) || json_array_size(tok) != (size_t)t->n_layers)
             return sl_errf(err, "%s: experts[%zu] must list %d layers", path, ti, t->n_layers);
         for (int l = 0; l < t->n_layers; l++) {
             json_t *set = json_array_get(tok, (size_t)l);
-            if (!json_is_array(set) || (int)json_array_size(set) != t->n_used)
+            if (!json_is_array(set) || json_array_size(set) != (size_t)t->n_used)
                 return sl_errf(err, "%s: experts[%zu][%d] must hold %d ids", path, ti, l, t->n_used);
+        }
+    }
+    return 0;
+}
+
+static int load_ids(route_trace *t, json_t *experts, const char *path, sl_err *err)
+{
+    if (check_shape(t, experts, path, err)) return -1;
+    t->ids = malloc((size_t)t->n_tokens * (size_t)t->n_layers * (size_t)t->n_used * sizeof *t->ids);
+    if (!t->ids) return sl_errf(err, "%s: out of memory", path);
+    size_t ti;
+    json_t *tok;
+    json_array_foreach(experts, ti, tok) {
+        for (int l = 0; l < t->n_layers; l++) {
+            json_t *set = json_array_get(tok, (size_t)l);
             for (int k = 0; k < t->n_used; k++) {
                 json_int_t e = json_integer_value(json_array_get(set, (size_t)k));
                 if (e < 0 || e >= t->n_expert)
@@ -70,17 +89,19 @@ int trace_load(route_trace *t, const char *path, sl_err *err)
         return sl_errf(err, "cannot open trace %s: %s", path, strerror(errno));
     if (!root) return sl_errf(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
     json_t *experts = json_object_get(root, "experts");
-    t->n_layers = (int)json_integer_value(json_object_get(root, "n_layer"));
-    t->n_expert = (int)json_integer_value(json_object_get(root, "n_expert"));
-    t->n_used = (int)json_integer_value(json_object_get(root, "n_expert_used"));
-    t->n_tokens = json_is_array(experts) ? (int)json_array_size(experts) : 0;
+    /* read wide, then bounded: a cast to int first would wrap a huge value into range */
+    json_int_t nl = json_integer_value(json_object_get(root, "n_layer"));
+    json_int_t ne = json_integer_value(json_object_get(root, "n_expert"));
+    json_int_t nu = json_integer_value(json_object_get(root, "n_expert_used"));
+    size_t nt = json_is_array(experts) ? json_array_size(experts) : 0;
     int rc = 0;
-    if (t->n_layers <= 0 || t->n_expert <= 0 || t->n_expert > 32767 || t->n_used <= 0 || !t->n_tokens)
-        rc = sl_errf(err, "%s: needs n_layer, n_expert, n_expert_used and a non-empty experts array", path);
-    if (!rc) {
-        t->ids = malloc((size_t)t->n_tokens * t->n_layers * t->n_used * sizeof *t->ids);
-        rc = t->ids ? load_ids(t, experts, path, err) : sl_errf(err, "%s: out of memory", path);
-    }
+    if (nl <= 0 || nl > 65535 || ne <= 0 || ne > 32767 || nu <= 0 || nu > ne || !nt || nt > INT32_MAX)
+        rc = sl_errf(err,
+                     "%s: needs n_layer (1-65535), n_expert (1-32767), n_expert_used (1-n_expert) and a non-empty "
+                     "experts array (n_layer %lld, n_expert %lld, n_expert_used %lld, %zu tokens)",
+                     path, (long long)nl, (long long)ne, (long long)nu, nt);
+    t->n_layers = (int)nl, t->n_expert = (int)ne, t->n_used = (int)nu, t->n_tokens = (int)nt;
+    if (!rc) rc = load_ids(t, experts, path, err);
     json_t *pred = json_object_get(root, "predicted");
     if (!rc && pred) rc = load_pred(t, pred, path, err);
     json_decref(root);

@@ -98,6 +98,13 @@ if [ $rc -ne 0 ] && grep -q "cannot open trace $T/none.json: No such file or dir
 else notok "$name" "exit $rc: $(head -c 300 "$T/none.err")"; fi
 
 TRACE="$SHARED/traces/tinymoe-valid-routes.json"
+name="replay of a trace whose header claims 2e15 layers: refused, nothing allocated (found by fuzz_trace)"
+printf '{"model":"x","n_layer":2222222222222223,"n_expert":9,"n_expert_used":2,"experts":[[[0,4],[0,3]]]}' >"$T/huge.json"
+printf '{"model":"x","n_layer":2,"n_expert":9,"n_expert_used":2,"experts":[[[0,4],[0,3]],[]]}' >"$T/short.json"
+if ! "$BIN" replay --trace "$T/huge.json" >/dev/null 2>"$T/huge.err" && grep -q "n_layer 2222222222222223" "$T/huge.err" &&
+    ! "$BIN" replay --trace "$T/short.json" >/dev/null 2>"$T/short.err" && grep -q "experts\[1\] must list 2 layers" "$T/short.err"; then
+    ok "$name"
+else notok "$name" "$(head -c 300 "$T/huge.err") / $(head -c 300 "$T/short.err")"; fi
 name="replay --policy opt on the shared trace = Belady figures of issue 15 (14.7/26.5/40.9/58.8/79.7%)"
 if [ ! -f "$TRACE" ]; then
     skip "$name" "../shared not present"
