@@ -142,6 +142,19 @@ static inline uint32_t even_signs4(uint32_t s28)
     return even_signs_bytes((s28 & 0x7fu) | (s28 << 1 & 0x7f00u) | (s28 << 2 & 0x7f0000u) | (s28 << 3 & 0x7f000000u));
 }
 
+/* IQ2_XXS / IQ3_XXS: the signs of a sub-block from the 4 x 7 stored bits
+ * of SS (a table vector on AVX2, the bits on AVX-512). */
+static inline void signs28(sub32 *c, uint32_t ss)
+{
+#if IQ_W == 32
+#define S7(l) (ss >> 7 * (l) & 127)
+    c->sv = EVEN_SIGNS_V(S7);
+#undef S7
+#else
+    c->sg = even_signs4(ss);
+#endif
+}
+
 static inline uint64_t le64(const uint8_t *p)
 {
     uint64_t v;
@@ -230,13 +243,7 @@ IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
     uint32_t idx = kq_le32(b + 2 + 8 * ib), ss = kq_le32(b + 6 + 8 * ib);
     c->g = _mm256_setr_epi64x((long long)kq_iq2xxs_grid[idx & 255], (long long)kq_iq2xxs_grid[(idx >> 8) & 255],
                               (long long)kq_iq2xxs_grid[(idx >> 16) & 255], (long long)kq_iq2xxs_grid[idx >> 24]);
-#if IQ_W == 32
-#define S7(l) (ss >> 7 * (l) & 127)
-    c->sv = EVEN_SIGNS_V(S7);
-#undef S7
-#else
-    c->sg = even_signs4(ss);
-#endif
+    signs28(c, ss);
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
 
@@ -270,13 +277,7 @@ IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
 {
     uint32_t ss = kq_le32(b + 66 + 4 * ib);
     c->g = grid32s(kq_iq3xxs_grid, b + 2 + 8 * ib);
-#if IQ_W == 32
-#define S7(l) (ss >> 7 * (l) & 127)
-    c->sv = EVEN_SIGNS_V(S7);
-#undef S7
-#else
-    c->sg = even_signs4(ss);
-#endif
+    signs28(c, ss);
     c->s0 = c->s1 = (int16_t)(2 * (ss >> 28) + 1);
 }
 
