@@ -44,6 +44,8 @@ static inline S s_bits(uint64_t b) { return _cvtu64_mask64(b); }
 /* elements whose sign bit is set, negated (|a| <= 127: no wrap) */
 static inline V v_signs(V a, S s) { return _mm512_mask_sub_epi8(a, s, _mm512_setzero_si512(), a); }
 static inline V v_dot(V acc, V mag, V a, V sc) { return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(mag, a), sc); }
+static inline V v_sum16(V acc, V mag, V a) { return _mm512_add_epi16(acc, _mm512_maddubs_epi16(mag, a)); }
+static inline V v_pairs(V s) { return _mm512_madd_epi16(s, _mm512_set1_epi16(1)); }
 /* int16 lane i of S (a sub-block's scale) across sub-block i's elements, for the two sub-blocks of vector v */
 static inline V v_scales(__m128i s, int v)
 {
@@ -87,6 +89,8 @@ static inline V v_dot(V acc, V mag, V a, V sc)
 {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, a), sc));
 }
+static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
+static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
 static inline __m256i v_fold(V s) { return s; }
 static inline V v_scales(__m128i s, int v)
 {
@@ -476,7 +480,7 @@ typedef struct {
  * into the token's float accumulators, in the scalar path's order. */
 IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, tacc *o)
 {
-    __m256i L = v_fold(s);
+    __m256i L = v_fold(has_signs(T) ? s : v_pairs(s));
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
         L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
@@ -486,10 +490,17 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
     if (T == GGML_TYPE_IQ1_S) o->acc1 = fmaf((float)hsum_i32x8(_mm256_madd_epi16(bs, p->coef)), d, o->acc1);
 }
 
-/* One vector of a decoded superblock times the token's bytes AV. */
+/* One vector of a decoded superblock times the token's bytes AV.  The
+ * ternary types (scale 1, trits 0..2) sum the byte-pair products as int16
+ * across the superblock and widen once in token_end: at most 8 x 2 x 2 x 128
+ * = 4096 per lane, so the integer is the same and so is every bit after. */
 IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2)
 {
-    *s = v_dot(*s, mag, has_signs(T) ? v_signs(av, sgn) : av, scl);
+    if (!has_signs(T)) {
+        *s = v_sum16(*s, mag, av);
+        return;
+    }
+    *s = v_dot(*s, mag, v_signs(av, sgn), scl);
     if (T == GGML_TYPE_IQ1_M) *s2 = v_dot(*s2, v_bytes(1), v_signs(av, dsg), scl);
 }
 
