@@ -4,7 +4,8 @@
  * than the last-level cache so decode numbers are memory-bound.
  *
  *   build/bench_kernels [-t THREADS] [-w WORKSET_MB] [-q] [-a] [types...]
- * -q skips the 151936x2048 output matrix, -a also runs the AVX2 path, -g
+ * -q skips the 151936x2048 output matrix, -p times prefill only (T=16, an
+ * MoE expert's share of a 512-token prompt, 64 and 512), -a also runs the AVX2 path, -g
  * also times ggml's vec_dot from ../llama.cpp/build/bin (or $SLUICE_GGML_LIB).
  * Prints one line per measurement; medians of several repetitions. */
 #include <dlfcn.h>
@@ -248,7 +249,7 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
 
 int main(int argc, char **argv)
 {
-    int max_threads = cpu_physical_cores(), quick = 0, all_isa = 0, vs_ggml = 0;
+    int max_threads = cpu_physical_cores(), quick = 0, all_isa = 0, vs_ggml = 0, prefill_only = 0;
     size_t workset = (size_t)1024 << 20;
     const char *types[32];
     int ntypes = 0;
@@ -257,6 +258,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-w") && i + 1 < argc) workset = (size_t)atol(argv[++i]) << 20;
         else if (!strcmp(argv[i], "-q")) quick = 1;
         else if (!strcmp(argv[i], "-a")) all_isa = 1;
+        else if (!strcmp(argv[i], "-p")) prefill_only = 1;
         else if (!strcmp(argv[i], "-g")) vs_ggml = 1;
         else if (ntypes < 32) types[ntypes++] = argv[i];
     }
@@ -282,7 +284,7 @@ int main(int argc, char **argv)
             printf("skip %s: unsupported\n", types[k]);
             continue;
         }
-        if (vs_ggml) {
+        if (vs_ggml && !prefill_only) {
             bench_ggml_decode((uint32_t)type, 2048, 512, 1, 9);
             bench_ggml_decode((uint32_t)type, 2048, 768, workset, 5);
         }
@@ -290,9 +292,13 @@ int main(int argc, char **argv)
             sl_pool *p = pool_create(th);
             for (int isa = kernels_isa_detected(); isa >= (all_isa ? 1 : (int)kernels_isa_detected()); isa--) {
                 pool_set_isa(p, (sl_isa)isa);
-                bench_decode((uint32_t)type, 2048, 512, 1, p, 9); /* hot: in L2, compute-bound speed */
-                for (int s = 0; s < nshapes; s++)
-                    bench_decode((uint32_t)type, shapes[s][0], shapes[s][1], workset, p, 7);
+                if (!prefill_only) {
+                    bench_decode((uint32_t)type, 2048, 512, 1, p, 9); /* hot: in L2, compute-bound speed */
+                    for (int s = 0; s < nshapes; s++)
+                        bench_decode((uint32_t)type, shapes[s][0], shapes[s][1], workset, p, 7);
+                } else {
+                    bench_prefill((uint32_t)type, 2048, 2048, 16, p, 7);
+                }
                 bench_prefill((uint32_t)type, 2048, 768, 64, p, 5);
                 bench_prefill((uint32_t)type, 2048, 2048, 512, p, 3);
             }

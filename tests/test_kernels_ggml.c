@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kq.h"
 #include "t.h"
 
 typedef void (*from_float_t)(const float *x, void *y, int64_t k);
@@ -213,7 +214,9 @@ static void test_weights(void)
             }
             check_exact(&m, &a, "random blocks");
         }
-        if (t == GGML_TYPE_BF16) { /* the vec_dot order is ggml's vec_dot_bf16, bit for bit */
+        /* the vec_dot order is ggml's vec_dot_bf16 on AVX512_BF16, bit for bit;
+         * a CPU without it runs another ggml loop, which the order does not claim */
+        if (t == GGML_TYPE_BF16 && kq_cpu_has_avx512bf16()) {
             m.order = SL_ORDER_VEC_DOT;
             matmul(&m, &a, y, rows, NULL);
             for (int64_t r = 0; r < rows; r++) {

@@ -58,6 +58,38 @@ static inline float kq_e8m0_half(uint8_t e)
     return f;
 }
 
+/* The 16 weight rows of the group at r; rows past r1 repeat the last valid
+ * row (read, never stored).  Returns how many are valid. */
+static inline int kq_group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **rows)
+{
+    int nv = (int)(r1 - r < 16 ? r1 - r : 16);
+    for (int i = 0; i < 16; i++)
+        rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
+    return nv;
+}
+
+/* Rows per L2-sized chunk (a multiple of the 16-row group): a chunk's
+ * weights stay in L2 while every token block passes over them. */
+static inline int64_t kq_row_chunk(const sl_mat *w)
+{
+    int64_t c = (int64_t)(393216 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)15;
+    return c < 16 ? 16 : c;
+}
+
+/* All 8 Q4_K / Q5_K 6-bit scales and mins of a superblock at once, byte j =
+ * sub-block j (the bit layout of kq_scale_min_k4, four bytes per step). */
+static inline void kq_scales_mins_k4(const uint8_t *q, uint64_t *sc, uint64_t *mn)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    uint32_t sh = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t mh = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    *sc = (u0 & 0x3f3f3f3fu) | (uint64_t)sh << 32;
+    *mn = (u1 & 0x3f3f3f3fu) | (uint64_t)mh << 32;
+}
+
 /* Q4_K / Q5_K 6-bit scale and min of sub-block j (ggml get_scale_min_k4). */
 static inline void kq_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 {

@@ -462,6 +462,153 @@ K_KERNEL(k_q5k, GGML_TYPE_Q5_K)
 K_KERNEL(k_q6k, GGML_TYPE_Q6_K)
 K_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
 
+/* ---- Q4_K / Q5_K in token tiles ----
+ * A row's superblock is decoded once (nibbles, 6-bit scales and mins) and
+ * multiplied with up to TT tokens; the integer sums and the float steps per
+ * row and token are those of k_group, so the bits do not change. */
+
+#define TT 4  /* tokens per tile */
+#define TB 64 /* tokens per cache block: their activations stay in L2 */
+
+/* Integer partials of one row's superblock against nt tokens: s[8 t]. */
+static inline __attribute__((always_inline)) void
+k45_row(int five, int nt, const uint8_t *blk, uint64_t sc, const blk_q8_K *const *ak, __m256i *s)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const uint8_t *qs = blk + (five ? 48 : 16);
+    __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+    __m256i acc[TT];
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (five) {
+            __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), _mm256_set1_epi8(0x10)));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), _mm256_set1_epi8(0x10)));
+        }
+        __m256i s0 = _mm256_set1_epi16((short)((sc >> (16 * c)) & 0xff));
+        __m256i s1 = _mm256_set1_epi16((short)((sc >> (16 * c + 8)) & 0xff));
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            acc[t] = mac(acc[t], lo, ak[t]->qs + 64 * c, s0);
+            acc[t] = mac(acc[t], hi, ak[t]->qs + 64 * c + 32, s1);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) s[8 * t] = acc[t];
+}
+
+/* The 8 rows' mins terms M_i = sum_j m_ij (bsum_2j + bsum_2j+1) in row order;
+ * mm[k] holds the mins of rows 2k and 2k+1 as int16, bp the token's 8 bsum
+ * pairs in both halves. */
+static inline __m256i k4_mins8(const __m256i *mm, __m256i bp)
+{
+    __m256i h01 = _mm256_hadd_epi32(_mm256_madd_epi16(mm[0], bp), _mm256_madd_epi16(mm[1], bp));
+    __m256i h23 = _mm256_hadd_epi32(_mm256_madd_epi16(mm[2], bp), _mm256_madd_epi16(mm[3], bp));
+    /* lanes now rows 0 2 4 6 | 1 3 5 7 */
+    return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h01, h23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* acc[2 t + h]: rows 8h..8h+7 of token t. */
+static inline __attribute__((always_inline)) void
+k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf)
+{
+    size_t bsz = five ? 176 : 144;
+    #pragma GCC unroll 8
+    for (int i = 0; i < 2 * nt; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const blk_q8_K *ak[TT];
+        __m256i bp[TT];
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            ak[t] = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes) + b;
+            __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ak[t]->bsums),
+                                           _mm_loadu_si128((const __m128i *)(ak[t]->bsums + 8)));
+            bp[t] = _mm256_broadcastsi128_si256(pairs);
+        }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i s[8 * TT];
+            uint64_t mn[8];
+            uint16_t hd[8], hm[8];
+            #pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *blk = rows[8 * h + i] + (size_t)b * bsz;
+                if (pf) prefetch_next(rows, b, bsz, 8 * h + i, 16);
+                uint64_t sc;
+                kq_scales_mins_k4(blk + 4, &sc, &mn[i]);
+                k45_row(five, nt, blk, sc, ak, s + i);
+                memcpy(&hd[i], blk, 2);
+                memcpy(&hm[i], blk + 2, 2);
+            }
+            __m256i mm[4];
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                mm[k] = _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)mn[2 * k + 1], (long long)mn[2 * k]));
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+            __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm));
+            #pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                __m256 da = _mm256_set1_ps(ak[t]->d);
+                __m256 *a = &acc[2 * t + h];
+                *a = _mm256_fmadd_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(red8(s + 8 * t)), *a);
+                *a = _mm256_fnmadd_ps(_mm256_mul_ps(da, dm), _mm256_cvtepi32_ps(k4_mins8(mm, bp[t])), *a);
+            }
+        }
+    }
+}
+
+/* GROUP(SEL, NT, ...) with the tile width NT a compile-time constant. */
+#define TILE_SWITCH(nt, GROUP, SEL, ...)          \
+    switch (nt) {                                  \
+    case 1: GROUP(SEL, 1, __VA_ARGS__); break;     \
+    case 2: GROUP(SEL, 2, __VA_ARGS__); break;     \
+    case 3: GROUP(SEL, 3, __VA_ARGS__); break;     \
+    default: GROUP(SEL, TT, __VA_ARGS__); break;   \
+    }
+
+typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf);
+
+#define K45_KERNEL(NAME, FIVE)                                                                               \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
+    {                                                                                                        \
+        TILE_SWITCH(nt, k45_group, FIVE, rows, x, nb, acc, pf);                                              \
+    }
+K45_KERNEL(t_q4k, 0)
+K45_KERNEL(t_q5k, 1)
+
+/* Chunks of rows whose weights fit in L2, blocks of TB tokens, then row
+ * groups and token tiles (a group's weights stay in L1 across tiles). */
+static int rows_tiled(tile_fn fn, const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0,
+                      int64_t r1)
+{
+    int64_t nb = w->ne0 / ggml_type_get(w->type)->blck_size, chunk = kq_row_chunk(w);
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk)
+    for (int64_t tb = 0; tb < x->rows; tb += TB)
+    for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
+        const uint8_t *rows[16];
+        int nv = kq_group_rows(w, r, r1, rows);
+        int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
+        for (int64_t t0 = tb; t0 < te; t0 += TT) {
+            int nt = (int)(te - t0 < TT ? te - t0 : TT);
+            sl_act xt = *x;
+            xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
+            __m256 acc[2 * TT];
+            fn(nt, rows, &xt, nb, acc, t0 == 0); /* later tiles find the chunk in L2 */
+            for (int t = 0; t < nt; t++) {
+                float out[16];
+                _mm256_storeu_ps(out, acc[2 * t]);
+                _mm256_storeu_ps(out + 8, acc[2 * t + 1]);
+                memcpy(y + (size_t)(t0 + t) * y_stride + (size_t)r, out, sizeof(float) * (size_t)nv);
+            }
+        }
+    }
+    return 1;
+}
+
 static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     void (*fn)(const uint8_t *const *, const sl_act *, int64_t, int64_t, __m256 *);
@@ -510,9 +657,11 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
     case GGML_TYPE_F32:
         if (w->order == SL_ORDER_VEC_DOT) return 0; /* scalar dot_f32_vd */
         return rows_float(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q4_K: return rows_tiled(t_q4k, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q5_K: return rows_tiled(t_q5k, w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
         return rows_blocks(w, x, y, y_stride, r0, r1);
     default:
         return kq_is_iq(w->type) ? kq_rows_iq_avx2(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */

@@ -80,24 +80,6 @@ static inline float hsum_tree16(__m512 v) /* the canonical l[i] += l[i+s], s = 8
     return _mm_cvtss_f32(b);
 }
 
-/* Row pointers of a group of 16 starting at r; rows past r1 repeat the last
- * valid row (read, never stored). */
-static int group_rows(const sl_mat *w, int64_t r, int64_t r1, const uint8_t **rows)
-{
-    int nv = (int)(r1 - r < 16 ? r1 - r : 16);
-    #pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
-    return nv;
-}
-
-/* Rows per L2-sized chunk (a multiple of the 16-row group). */
-static inline int64_t row_chunk(const sl_mat *w)
-{
-    int64_t c = (int64_t)(393216 / (w->row_bytes ? w->row_bytes : 1)) & ~(int64_t)15;
-    return c < 16 ? 16 : c;
-}
-
 static void store_group(float *y, size_t y_stride, int64_t r, int nt, int nv, const __m512 *acc)
 {
     __mmask16 m = (__mmask16)((1u << nv) - 1);
@@ -333,12 +315,12 @@ static int rows_q32(const sl_mat *w, const sl_act *x, float *y, size_t y_stride,
     /* blocking: chunks of rows whose weights fit in L2, blocks of TB tokens
      * whose activations fit in L2, then row groups and token tiles (a
      * group's weights stay in L1 across tiles) */
-    int64_t chunk = row_chunk(w);
+    int64_t chunk = kq_row_chunk(w);
     for (int64_t c0 = r0; c0 < r1; c0 += chunk)
     for (int64_t tb = 0; tb < x->rows; tb += TB)
     for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
-        int nv = group_rows(w, r, r1, rows);
+        int nv = kq_group_rows(w, r, r1, rows);
         int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
         for (int64_t t0 = tb; t0 < te; t0 += TT) {
             int nt = (int)(te - t0 < TT ? te - t0 : TT);
@@ -706,12 +688,12 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
     }
     int64_t nb = w->ne0 / 256;
     __m512i s[16 * TT]; /* per-row integer partials of one superblock */
-    int64_t chunk = row_chunk(w); /* blocking as in rows_q32 */
+    int64_t chunk = kq_row_chunk(w); /* blocking as in rows_q32 */
     for (int64_t c0 = r0; c0 < r1; c0 += chunk)
     for (int64_t tb = 0; tb < x->rows; tb += TB)
     for (int64_t r = c0; r < (c0 + chunk < r1 ? c0 + chunk : r1); r += 16) {
         const uint8_t *rows[16];
-        int nv = group_rows(w, r, r1, rows);
+        int nv = kq_group_rows(w, r, r1, rows);
         int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
         for (int64_t t0 = tb; t0 < te; t0 += TT) {
             int nt = (int)(te - t0 < TT ? te - t0 : TT);
