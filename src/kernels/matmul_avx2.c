@@ -159,6 +159,25 @@ static int rows_bf16(const sl_mat *w, const sl_act *x, float *y, size_t y_stride
     return 1;
 }
 
+/* ---- token tiles ----
+ * A row's block is decoded once and multiplied with up to TT tokens; the
+ * integer sums and float steps per row and token stay those of the
+ * canonical order, so tiling does not change the bits. */
+
+#define TT 4  /* tokens per tile */
+#define TB 64 /* tokens per cache block: their activations stay in L2 */
+
+/* GROUP(SEL, NT, ...) with the tile width NT a compile-time constant. */
+#define TILE_SWITCH(nt, GROUP, SEL, ...)          \
+    switch (nt) {                                  \
+    case 1: GROUP(SEL, 1, __VA_ARGS__); break;     \
+    case 2: GROUP(SEL, 2, __VA_ARGS__); break;     \
+    case 3: GROUP(SEL, 3, __VA_ARGS__); break;     \
+    default: GROUP(SEL, TT, __VA_ARGS__); break;   \
+    }
+
+typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf);
+
 /* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
 
 /* 8 rows' 8-lane partial sums -> the 8 row totals in row order. */
@@ -188,27 +207,27 @@ static inline __m256i hbits32(const uint8_t *qh) /* bit j of the 32-bit word -> 
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-/* Integer partial sums (8 lanes) of one row block against activations a. */
-static inline __m256i dot32(uint32_t type, const uint8_t *blk, __m256i a)
+/* The 32 weights of a block as bytes: unsigned (nibbles, 5-bit values) or,
+ * for the types w32_signed names, signed (int8, table values). */
+static inline __m256i w32(uint32_t type, const uint8_t *blk)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i w;
     switch (type) {
-    case GGML_TYPE_Q8_0:
-        w = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)), ones);
-    case GGML_TYPE_Q4_0: w = nib32(blk + 2); break;
-    case GGML_TYPE_Q4_1: w = nib32(blk + 4); break;
-    case GGML_TYPE_Q5_0: w = _mm256_or_si256(nib32(blk + 6), hbits32(blk + 2)); break;
-    case GGML_TYPE_Q5_1: w = _mm256_or_si256(nib32(blk + 8), hbits32(blk + 4)); break;
-    default: { /* IQ4_NL, MXFP4: signed table values */
+    case GGML_TYPE_Q8_0: return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    case GGML_TYPE_Q4_0: return nib32(blk + 2);
+    case GGML_TYPE_Q4_1: return nib32(blk + 4);
+    case GGML_TYPE_Q5_0: return _mm256_or_si256(nib32(blk + 6), hbits32(blk + 2));
+    case GGML_TYPE_Q5_1: return _mm256_or_si256(nib32(blk + 8), hbits32(blk + 4));
+    default: { /* IQ4_NL, MXFP4: table values */
         __m128i t = type == GGML_TYPE_IQ4_NL ? _mm_loadu_si128((const __m128i *)KV_IQ4NL)
                                              : _mm_loadu_si128((const __m128i *)KV_MXFP4);
-        w = _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(blk + (type == GGML_TYPE_IQ4_NL ? 2 : 1)));
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)), ones);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(blk + (type == GGML_TYPE_IQ4_NL ? 2 : 1)));
     }
     }
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);
+}
+
+static inline int w32_signed(uint32_t type)
+{
+    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4;
 }
 
 static inline size_t bsz32(uint32_t type)
@@ -245,63 +264,78 @@ static inline void scales8(uint32_t type, const uint8_t *const *rows, int64_t b,
     v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
 }
 
+
+
+/* A tile of nt tokens against 16 rows, block by block: each row's block is
+ * decoded once for the tile; acc[2 t + h] holds rows 8h..8h+7 of token t. */
 static inline __attribute__((always_inline)) void
-q32_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
+q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf)
 {
-    int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
+    int q81 = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1, sgn = w32_signed(type);
     size_t bs = bsz32(type), abs_ = q81 ? 36 : 34, qoff = q81 ? 4 : 2;
-    const uint8_t *arow = (const uint8_t *)x->data + (size_t)t * x->row_bytes;
-    acc[0] = acc[1] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    #pragma GCC unroll 8
+    for (int i = 0; i < 2 * nt; i++) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *ab = arow + (size_t)b * abs_;
-        __m256i a = _mm256_loadu_si256((const __m256i *)(ab + qoff));
-        uint16_t h;
-        memcpy(&h, ab, 2);
-        float da = fp16_to_fp32(h);
-        int corr = 0;
-        if (off32(type)) {
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-            corr = off32(type) * _mm_cvtsi128_si32(s4);
+        __m256i a[TT];
+        float da[TT], sa[TT];
+        int corr[TT];
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *ab = (const uint8_t *)x->data + (size_t)t * x->row_bytes + (size_t)b * abs_;
+            a[t] = _mm256_loadu_si256((const __m256i *)(ab + qoff));
+            uint16_t h;
+            memcpy(&h, ab, 2);
+            da[t] = fp16_to_fp32(h);
+            memcpy(&h, ab + 2, 2);
+            sa[t] = q81 ? fp16_to_fp32(h) : 0.0f;
+            corr[t] = 0;
+            if (off32(type)) { /* off * sum(a): the weights were multiplied unsigned */
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a[t]), ones);
+                __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+                corr[t] = off32(type) * _mm_cvtsi128_si32(s4);
+            }
         }
         __m256 dw[2], mw[2];
         scales8(type, rows, b, 0, dw);
         if (q81) scales8(type, rows, b, 2, mw);
-        float sa = 0.0f;
-        if (q81) {
-            memcpy(&h, ab + 2, 2);
-            sa = fp16_to_fp32(h);
-        }
-        #pragma GCC unroll 16
-        for (int half = 0; half < 2; half++) {
-            __m256i p[8];
-            #pragma GCC unroll 16
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i p[8 * TT];
+            #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
-                if (t == 0) prefetch_next(rows, b, bs, 8 * half + i, 16); /* later tokens find it in cache */
-                p[i] = dot32(type, rows[8 * half + i] + (size_t)b * bs, a);
+                if (pf) prefetch_next(rows, b, bs, 8 * h + i, 16); /* later tiles find it in cache */
+                __m256i w = w32(type, rows[8 * h + i] + (size_t)b * bs), u = sgn ? _mm256_abs_epi8(w) : w;
+                #pragma GCC unroll 4
+                for (int t = 0; t < nt; t++)
+                    p[8 * t + i] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, sgn ? _mm256_sign_epi8(a[t], w) : a[t]), ones);
             }
-            __m256i S = red8(p);
-            if (corr) S = _mm256_sub_epi32(S, _mm256_set1_epi32(corr));
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw[half], _mm256_set1_ps(da)), _mm256_cvtepi32_ps(S), acc[half]);
-            if (q81) acc[half] = _mm256_fmadd_ps(mw[half], _mm256_set1_ps(sa), acc[half]);
+            #pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                __m256i S = red8(p + 8 * t);
+                if (corr[t]) S = _mm256_sub_epi32(S, _mm256_set1_epi32(corr[t]));
+                acc[2 * t + h] = _mm256_fmadd_ps(_mm256_mul_ps(dw[h], _mm256_set1_ps(da[t])), _mm256_cvtepi32_ps(S),
+                                                 acc[2 * t + h]);
+                if (q81) acc[2 * t + h] = _mm256_fmadd_ps(mw[h], _mm256_set1_ps(sa[t]), acc[2 * t + h]);
+            }
         }
     }
 }
 
-#define Q32_KERNEL(NAME, TYPE)                                                                        \
-    static void NAME(const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc) \
-    {                                                                                                 \
-        q32_group(TYPE, rows, x, t, nb, acc);                                                         \
+#define Q32_KERNEL(NAME, TYPE)                                                                               \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
+    {                                                                                                        \
+        TILE_SWITCH(nt, q32_group, TYPE, rows, x, nb, acc, pf);                                              \
     }
-Q32_KERNEL(k_q8_0, GGML_TYPE_Q8_0)
-Q32_KERNEL(k_q4_0, GGML_TYPE_Q4_0)
-Q32_KERNEL(k_q4_1, GGML_TYPE_Q4_1)
-Q32_KERNEL(k_q5_0, GGML_TYPE_Q5_0)
-Q32_KERNEL(k_q5_1, GGML_TYPE_Q5_1)
-Q32_KERNEL(k_iq4_nl, GGML_TYPE_IQ4_NL)
-Q32_KERNEL(k_mxfp4, GGML_TYPE_MXFP4)
+Q32_KERNEL(t_q8_0, GGML_TYPE_Q8_0)
+Q32_KERNEL(t_q4_0, GGML_TYPE_Q4_0)
+Q32_KERNEL(t_q4_1, GGML_TYPE_Q4_1)
+Q32_KERNEL(t_q5_0, GGML_TYPE_Q5_0)
+Q32_KERNEL(t_q5_1, GGML_TYPE_Q5_1)
+Q32_KERNEL(t_iq4_nl, GGML_TYPE_IQ4_NL)
+Q32_KERNEL(t_mxfp4, GGML_TYPE_MXFP4)
 
 
 /* ---- K-quants and IQ4_XS with Q8_K activations ---- */
@@ -462,13 +496,8 @@ K_KERNEL(k_q5k, GGML_TYPE_Q5_K)
 K_KERNEL(k_q6k, GGML_TYPE_Q6_K)
 K_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
 
-/* ---- Q4_K / Q5_K in token tiles ----
- * A row's superblock is decoded once (nibbles, 6-bit scales and mins) and
- * multiplied with up to TT tokens; the integer sums and the float steps per
- * row and token are those of k_group, so the bits do not change. */
+/* ---- Q4_K / Q5_K in token tiles (nibbles, 6-bit scales, mins decoded once) ---- */
 
-#define TT 4  /* tokens per tile */
-#define TB 64 /* tokens per cache block: their activations stay in L2 */
 
 /* Integer partials of one row's superblock against nt tokens: s[8 t]. */
 static inline __attribute__((always_inline)) void
@@ -561,16 +590,6 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
     }
 }
 
-/* GROUP(SEL, NT, ...) with the tile width NT a compile-time constant. */
-#define TILE_SWITCH(nt, GROUP, SEL, ...)          \
-    switch (nt) {                                  \
-    case 1: GROUP(SEL, 1, __VA_ARGS__); break;     \
-    case 2: GROUP(SEL, 2, __VA_ARGS__); break;     \
-    case 3: GROUP(SEL, 3, __VA_ARGS__); break;     \
-    default: GROUP(SEL, TT, __VA_ARGS__); break;   \
-    }
-
-typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf);
 
 #define K45_KERNEL(NAME, FIVE)                                                                               \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
@@ -619,14 +638,7 @@ static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stri
     case GGML_TYPE_Q4_K: fn = k_q4k; break;
     case GGML_TYPE_Q5_K: fn = k_q5k; break;
     case GGML_TYPE_Q6_K: fn = k_q6k; break;
-    case GGML_TYPE_IQ4_XS: fn = k_iq4xs; break;
-    case GGML_TYPE_Q8_0: fn = k_q8_0; break;
-    case GGML_TYPE_Q4_0: fn = k_q4_0; break;
-    case GGML_TYPE_Q4_1: fn = k_q4_1; break;
-    case GGML_TYPE_Q5_0: fn = k_q5_0; break;
-    case GGML_TYPE_Q5_1: fn = k_q5_1; break;
-    case GGML_TYPE_IQ4_NL: fn = k_iq4_nl; break;
-    default: fn = k_mxfp4; break;
+    default: fn = k_iq4xs; break;
     }
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *rows[16];
@@ -659,9 +671,14 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
         return rows_float(w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q4_K: return rows_tiled(t_q4k, w, x, y, y_stride, r0, r1);
     case GGML_TYPE_Q5_K: return rows_tiled(t_q5k, w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1:
-    case GGML_TYPE_IQ4_NL: case GGML_TYPE_MXFP4: case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K:
-    case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_Q8_0: return rows_tiled(t_q8_0, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q4_0: return rows_tiled(t_q4_0, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q4_1: return rows_tiled(t_q4_1, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q5_0: return rows_tiled(t_q5_0, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q5_1: return rows_tiled(t_q5_1, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_IQ4_NL: return rows_tiled(t_iq4_nl, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_MXFP4: return rows_tiled(t_mxfp4, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
         return rows_blocks(w, x, y, y_stride, r0, r1);
     default:
         return kq_is_iq(w->type) ? kq_rows_iq_avx2(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */
