@@ -353,148 +353,149 @@ static inline __m256i mac(__m256i acc, __m256i w, const int8_t *a, __m256i sc)
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
 }
 
-/* One superblock of one row: S partials (8 lanes); *M gets the mins term. */
-static inline __m256i krow(uint32_t type, const uint8_t *blk, const blk_q8_K *a, int *M)
+/* Q2_K, Q3_K, Q6_K, IQ4_XS: a superblock is two halves of 128 elements,
+ * each four 32-element vectors v[k] (elements 128n + 32k ...) with the int16
+ * scales of their two 16-element groups.  Magnitudes are unsigned; IQ4_XS's
+ * table values are signed (sign moved onto the activations). */
+static inline __attribute__((always_inline)) void
+g16_half(uint32_t type, const uint8_t *blk, int n, const int *sc, __m256i *v, __m256i *scv)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
-    __m256i acc = _mm256_setzero_si256();
-    *M = 0;
-    switch (type) {
-    case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q5_K: {
-        int five = type == GGML_TYPE_Q5_K;
-        const uint8_t *qs = blk + (five ? 48 : 16);
-        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
-        #pragma GCC unroll 16
-        for (int c = 0; c < 4; c++) {
-            int sc0, m0, sc1, m1;
-            kq_scale_min_k4(2 * c, blk + 4, &sc0, &m0);
-            kq_scale_min_k4(2 * c + 1, blk + 4, &sc1, &m1);
-            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (five) {
-                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), _mm256_set1_epi8(0x10)));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), _mm256_set1_epi8(0x10)));
-            }
-            acc = mac(acc, lo, a->qs + 64 * c, _mm256_set1_epi16((short)sc0));
-            acc = mac(acc, hi, a->qs + 64 * c + 32, _mm256_set1_epi16((short)sc1));
-            *M += m0 * (a->bsums[4 * c] + a->bsums[4 * c + 1]) + m1 * (a->bsums[4 * c + 2] + a->bsums[4 * c + 3]);
-        }
-        return acc;
-    }
-    case GGML_TYPE_Q6_K: {
+    if (type == GGML_TYPE_Q6_K) {
         const blk_q6_K *q = (const blk_q6_K *)blk;
-        int corr = 0;
-        #pragma GCC unroll 16
-        for (int g = 0; g < 16; g++) corr += q->scales[g] * a->bsums[g];
-        #pragma GCC unroll 16
-        for (int c = 0; c < 2; c++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * c + 32));
-            __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * c));
-            __m256i v[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4))};
-            #pragma GCC unroll 16
-            for (int k = 0; k < 4; k++)
-                acc = mac(acc, v[k], a->qs + 128 * c + 32 * k, sc2(q->scales[8 * c + 2 * k], q->scales[8 * c + 2 * k + 1]));
-        }
-        return _mm256_sub_epi32(acc, _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
-    }
-    case GGML_TYPE_Q2_K:
-    case GGML_TYPE_Q3_K: {
-        int three = type == GGML_TYPE_Q3_K;
-        const uint8_t *qs = blk + (three ? 32 : 16);
-        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
-        int sc[16], corr = 0;
-        #pragma GCC unroll 16
-        for (int g = 0; g < 16; g++) {
-            sc[g] = three ? kq_q3k_scale(blk + 96, g) : blk[g] & 0xf;
-            if (three) corr += sc[g] * a->bsums[g];
-            else *M += (blk[g] >> 4) * a->bsums[g];
-        }
-        #pragma GCC unroll 16
-        for (int n = 0; n < 2; n++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
-            #pragma GCC unroll 16
-            for (int j = 0; j < 4; j++) {
-                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-                if (three) {
-                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
-                    v = _mm256_add_epi8(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
-                }
-                int g = 8 * n + 2 * j;
-                acc = mac(acc, v, a->qs + 16 * g, sc2(sc[g], sc[g + 1]));
-            }
-        }
-        return _mm256_sub_epi32(acc, _mm256_setr_epi32(4 * corr, 0, 0, 0, 0, 0, 0, 0));
-    }
-    default: { /* IQ4_XS */
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * n));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * n + 32));
+        __m256i h = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * n));
+        v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+        v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+        v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+        v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+    } else if (type == GGML_TYPE_IQ4_XS) {
         const blk_iq4_xs *q = (const blk_iq4_xs *)blk;
         __m128i t = _mm_loadu_si128((const __m128i *)KV_IQ4NL);
-        __m256i tab = _mm256_set_m128i(t, t);
-        #pragma GCC unroll 16
-        for (int ib = 0; ib < 8; ib++) {
-            __m256i kv = _mm256_shuffle_epi8(tab, nib32(q->qs + 16 * ib));
-            __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * ib));
-            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16((short)kq_iq4xs_scale(q, ib))));
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) v[k] = _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(q->qs + 64 * n + 16 * k));
+    } else { /* Q2_K, Q3_K: 2-bit planes (+4 where Q3_K's high bit is set) */
+        int three = type == GGML_TYPE_Q3_K;
+        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + (three ? 32 : 16) + 32 * n));
+        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+            if (three) {
+                __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + j)));
+                v[j] = _mm256_add_epi8(v[j], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4)));
+            }
         }
-        return acc;
     }
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        scv[k] = type == GGML_TYPE_IQ4_XS ? _mm256_set1_epi16((short)sc[4 * n + k]) : sc2(sc[8 * n + 2 * k], sc[8 * n + 2 * k + 1]);
+}
+
+/* The scales of a superblock (16 groups; IQ4_XS: 8 sub-blocks), and as int16
+ * the factors of the activations' bsums: Q6_K 32 sc, Q3_K 4 sc (the offsets of
+ * their unsigned values), Q2_K the mins (a term of its own). */
+static inline __m256i g16_scales(uint32_t type, const uint8_t *blk, int *sc)
+{
+    int16_t f[16] = {0};
+    #pragma GCC unroll 16
+    for (int g = 0; g < 16; g++) {
+        switch (type) {
+        case GGML_TYPE_Q6_K: sc[g] = ((const blk_q6_K *)blk)->scales[g], f[g] = (int16_t)sc[g]; break;
+        case GGML_TYPE_Q3_K: sc[g] = kq_q3k_scale(blk + 96, g), f[g] = (int16_t)sc[g]; break;
+        case GGML_TYPE_Q2_K: sc[g] = blk[g] & 0xf, f[g] = (int16_t)(blk[g] >> 4); break;
+        default: if (g < 8) sc[g] = kq_iq4xs_scale((const blk_iq4_xs *)blk, g); break;
+        }
+    }
+    return _mm256_loadu_si256((const __m256i *)f);
+}
+
+/* Integer partials of one row's superblock against nt tokens: s[8 t]; the
+ * Q2_K mins term partials in m[8 t]. */
+static inline __attribute__((always_inline)) void
+g16_row(uint32_t type, int nt, const uint8_t *blk, const blk_q8_K *const *ak, __m256i *s, __m256i *m)
+{
+    int sc[16], sgn = type == GGML_TYPE_IQ4_XS;
+    __m256i f = g16_scales(type, blk, sc), acc[TT];
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        __m256i v[4], scv[4];
+        g16_half(type, blk, n, sc, v, scv);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i u = sgn ? _mm256_abs_epi8(v[k]) : v[k];
+            #pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                __m256i a = _mm256_loadu_si256((const __m256i *)(ak[t]->qs + 128 * n + 32 * k));
+                __m256i p = _mm256_maddubs_epi16(u, sgn ? _mm256_sign_epi8(a, v[k]) : a);
+                acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, scv[k]));
+            }
+        }
+    }
+    int shift = type == GGML_TYPE_Q6_K ? 5 : type == GGML_TYPE_Q3_K ? 2 : 0;
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        if (type != GGML_TYPE_IQ4_XS) {
+            __m256i fb = _mm256_madd_epi16(f, _mm256_loadu_si256((const __m256i *)ak[t]->bsums));
+            if (shift) acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(fb, shift));
+            else m[8 * t] = fb;
+        }
+        s[8 * t] = acc[t];
     }
 }
 
 static inline __attribute__((always_inline)) void
-k_group(uint32_t type, const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc)
+g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf)
 {
     size_t bsz = ggml_type_get(type)->type_size;
     size_t doff = type == GGML_TYPE_Q2_K ? 80 : type == GGML_TYPE_Q3_K ? 108 : type == GGML_TYPE_Q6_K ? 208 : 0;
-    int mins = type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
-    size_t moff = type == GGML_TYPE_Q2_K ? 82 : 2;
-    const blk_q8_K *arow = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes);
-    acc[0] = acc[1] = _mm256_setzero_ps();
+    int mins = type == GGML_TYPE_Q2_K;
+    #pragma GCC unroll 8
+    for (int i = 0; i < 2 * nt; i++) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const blk_q8_K *a = &arow[b];
-        int M[16];
-        uint16_t hd[16], hm[16];
-        #pragma GCC unroll 16
-        for (int half = 0; half < 2; half++) {
-            __m256i p[8];
-            #pragma GCC unroll 16
+        const blk_q8_K *ak[TT];
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) ak[t] = (const blk_q8_K *)((const char *)x->data + (size_t)t * x->row_bytes) + b;
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i s[8 * TT], m[8 * TT];
+            uint16_t hd[8], hm[8];
+            #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
-                const uint8_t *blk = rows[8 * half + i] + (size_t)b * bsz;
-                if (t == 0) prefetch_next(rows, b, bsz, 8 * half + i, 16);
-                p[i] = krow(type, blk, a, &M[8 * half + i]);
-                memcpy(&hd[8 * half + i], blk + doff, 2);
-                memcpy(&hm[8 * half + i], blk + moff, 2);
+                const uint8_t *blk = rows[8 * h + i] + (size_t)b * bsz;
+                if (pf) prefetch_next(rows, b, bsz, 8 * h + i, 16);
+                g16_row(type, nt, blk, ak, s + i, m + i);
+                memcpy(&hd[i], blk + doff, 2);
+                if (mins) memcpy(&hm[i], blk + 82, 2);
             }
-            __m256 da = _mm256_set1_ps(a->d);
-            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hd + 8 * half)));
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(red8(p)), acc[half]);
-            if (mins) {
-                __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hm + 8 * half)));
-                __m256 Mv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(M + 8 * half)));
-                acc[half] = _mm256_fnmadd_ps(_mm256_mul_ps(da, dm), Mv, acc[half]);
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+            #pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                __m256 da = _mm256_set1_ps(ak[t]->d), *a = &acc[2 * t + h];
+                *a = _mm256_fmadd_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(red8(s + 8 * t)), *a);
+                if (mins) {
+                    __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm));
+                    *a = _mm256_fnmadd_ps(_mm256_mul_ps(da, dm), _mm256_cvtepi32_ps(red8(m + 8 * t)), *a);
+                }
             }
         }
     }
 }
 
-#define K_KERNEL(NAME, TYPE)                                                                          \
-    static void NAME(const uint8_t *const *rows, const sl_act *x, int64_t t, int64_t nb, __m256 *acc) \
-    {                                                                                                 \
-        k_group(TYPE, rows, x, t, nb, acc);                                                           \
+#define G16_KERNEL(NAME, TYPE)                                                                               \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
+    {                                                                                                        \
+        TILE_SWITCH(nt, g16_group, TYPE, rows, x, nb, acc, pf);                                              \
     }
-K_KERNEL(k_q2k, GGML_TYPE_Q2_K)
-K_KERNEL(k_q3k, GGML_TYPE_Q3_K)
-K_KERNEL(k_q4k, GGML_TYPE_Q4_K)
-K_KERNEL(k_q5k, GGML_TYPE_Q5_K)
-K_KERNEL(k_q6k, GGML_TYPE_Q6_K)
-K_KERNEL(k_iq4xs, GGML_TYPE_IQ4_XS)
+G16_KERNEL(t_q2k, GGML_TYPE_Q2_K)
+G16_KERNEL(t_q3k, GGML_TYPE_Q3_K)
+G16_KERNEL(t_q6k, GGML_TYPE_Q6_K)
+G16_KERNEL(t_iq4xs, GGML_TYPE_IQ4_XS)
 
 /* ---- Q4_K / Q5_K in token tiles (nibbles, 6-bit scales, mins decoded once) ---- */
 
@@ -628,36 +629,6 @@ static int rows_tiled(tile_fn fn, const sl_mat *w, const sl_act *x, float *y, si
     return 1;
 }
 
-static int rows_blocks(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
-{
-    void (*fn)(const uint8_t *const *, const sl_act *, int64_t, int64_t, __m256 *);
-    int64_t nb = w->ne0 / ggml_type_get(w->type)->blck_size;
-    switch (w->type) {
-    case GGML_TYPE_Q2_K: fn = k_q2k; break;
-    case GGML_TYPE_Q3_K: fn = k_q3k; break;
-    case GGML_TYPE_Q4_K: fn = k_q4k; break;
-    case GGML_TYPE_Q5_K: fn = k_q5k; break;
-    case GGML_TYPE_Q6_K: fn = k_q6k; break;
-    default: fn = k_iq4xs; break;
-    }
-    for (int64_t r = r0; r < r1; r += 16) {
-        const uint8_t *rows[16];
-        int nv = (int)(r1 - r < 16 ? r1 - r : 16);
-        #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            rows[i] = (const uint8_t *)w->data + (size_t)(r + (i < nv ? i : nv - 1)) * w->row_bytes;
-        for (int64_t t = 0; t < x->rows; t++) {
-            __m256 acc[2];
-            fn(rows, x, t, nb, acc);
-            float out[16];
-            _mm256_storeu_ps(out, acc[0]);
-            _mm256_storeu_ps(out + 8, acc[1]);
-            memcpy(y + (size_t)t * y_stride + (size_t)r, out, sizeof(float) * (size_t)nv);
-        }
-    }
-    return 1;
-}
-
 int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
 {
     switch (w->type) {
@@ -678,8 +649,10 @@ int kq_rows_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
     case GGML_TYPE_Q5_1: return rows_tiled(t_q5_1, w, x, y, y_stride, r0, r1);
     case GGML_TYPE_IQ4_NL: return rows_tiled(t_iq4_nl, w, x, y, y_stride, r0, r1);
     case GGML_TYPE_MXFP4: return rows_tiled(t_mxfp4, w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q6_K: case GGML_TYPE_IQ4_XS:
-        return rows_blocks(w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q2_K: return rows_tiled(t_q2k, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q3_K: return rows_tiled(t_q3k, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_Q6_K: return rows_tiled(t_q6k, w, x, y, y_stride, r0, r1);
+    case GGML_TYPE_IQ4_XS: return rows_tiled(t_iq4xs, w, x, y, y_stride, r0, r1);
     default:
         return kq_is_iq(w->type) ? kq_rows_iq_avx2(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */
     }
