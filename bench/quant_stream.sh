@@ -10,7 +10,9 @@
 #   sh bench/quant_stream.sh [DIR]        (default /work/big/quant; models are
 #                                          written there with sluice synth if absent)
 # env: MEM (budget, default a third of the IQ2_XXS file), THREADS (default 2),
-#      NGEN (decode tokens, default 32), NPP (prompt tokens, default 64)
+#      NGEN (decode tokens, default 32), NPP (prompt tokens, default 64),
+#      THROTTLE (e.g. 1G: reads capped through a blkio cgroup when root, so
+#      the I/O bound is a known rate / bytes per token)
 # Run on a quiet machine; results in build/bench/quant/stream-*.json.
 set -u
 cd "$(dirname "$0")/.."
@@ -19,6 +21,8 @@ DIR=${1:-/work/big/quant}
 THREADS=${THREADS:-2}
 NGEN=${NGEN:-32}
 NPP=${NPP:-64}
+THR=""
+[ -n "${THROTTLE:-}" ] && THR="--throttle $THROTTLE"
 OUT=build/bench/quant
 mkdir -p "$DIR" "$OUT"
 make -j2 build/sluice >/dev/null || exit 1
@@ -32,12 +36,12 @@ for t in iq2_xxs q4_K; do
 done
 IQ="$DIR/q3a3b-iq2_xxs.gguf"
 MEM=${MEM:-$(( $(stat -c %s "$IQ") / 3 ))}
-echo "== budget --mem $MEM bytes ($(( MEM >> 20 )) MiB), $THREADS threads, pp$NPP tg$NGEN"
+echo "== budget --mem $MEM bytes ($(( MEM >> 20 )) MiB), $THREADS threads, pp$NPP tg$NGEN${THROTTLE:+, reads capped at $THROTTLE/s}"
 for t in iq2_xxs q4_K; do
     M="$DIR/q3a3b-$t.gguf"
     echo "== $t: $M ($(du -h "$M" | cut -f1))"
     "$BIN" inspect "$M" --mem "$MEM" -t "$THREADS" | sed -n '/memory plan/,$p'
-    "$BIN" bench -m "$M" --mem "$MEM" -p "$NPP" -n "$NGEN" -r 1 -t "$THREADS" --json-out "$OUT/stream-$t.json" 2>&1 |
+    "$BIN" bench -m "$M" --mem "$MEM" -p "$NPP" -n "$NGEN" -r 1 -t "$THREADS" $THR --json-out "$OUT/stream-$t.json" 2>&1 |
         grep -v '^$'
 done
 echo "== results: $OUT/stream-iq2_xxs.json, $OUT/stream-q4_K.json"
