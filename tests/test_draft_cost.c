@@ -103,8 +103,10 @@ static void case_overlap_hides_reads(void)
      * = 7.75 missing, waited 7.75 x 0.25 ms; C(2) = 1 x 1.1 (the prior slope) */
     T_CHECK(NEAR(dcost_predict(&c, 2), (1.1 + 7.75 * 0.25) * MS), "T(2) %g", dcost_predict(&c, 2));
     /* a K = 1 verification missing 8 experts waited 2 ms of their 8: beta(2)
-     * = 0.25 too; then one waiting 6 ms: beta(2) = 0.25 + 0.25 x (0.75 -
-     * 0.25) = 0.375, n = 1 keeps 0.25, n = 3 takes n = 2's (the nearest) */
+     * = 0.25 too; then one waiting 6 ms: beta(2)'s mean (0.25 + 0.75) / 2 =
+     * 0.5, n = 1 keeps 0.25, n = 3 takes n = 2's (the nearest).  Two
+     * samples of 4 trusted: 2/4 x 0.5 + 2/4 x 0.25 (the plain step's) =
+     * 0.375 */
     dcost_observe_time(&c, 2, 4.0 * MS, 2.0 * MS, 8e6);
     dcost_observe_time(&c, 2, 8.0 * MS, 6.0 * MS, 8e6);
     T_CHECK(NEAR(dcost_predict(&c, 1), 2.0 * MS), "T(1) %g", dcost_predict(&c, 1));
@@ -113,10 +115,46 @@ static void case_overlap_hides_reads(void)
     /* n = 3: C on the line (1, 1) (2, 2) = 3 ms; u = 22.53125, missing 4 +
      * 14.53125 x 0.5 = 11.265625, x 0.375 */
     T_CHECK(NEAR(dcost_predict(&c, 3), (3.0 + 11.265625 * 0.375) * MS), "T(3) %g", dcost_predict(&c, 3));
+    /* two more waiting 3 ms of 8 (0.375): the mean of 0.25, 0.75, 0.375,
+     * 0.375 = 0.4375, 4 samples, now its own */
+    dcost_observe_time(&c, 2, 5.0 * MS, 3.0 * MS, 8e6);
+    dcost_observe_time(&c, 2, 5.0 * MS, 3.0 * MS, 8e6);
+    T_CHECK(NEAR(dcost_predict(&c, 3), (3.0 + 11.265625 * 0.4375) * MS), "T(3) trusted %g", dcost_predict(&c, 3));
+    /* bimodal waits (all or nothing, the plain step's) average over 16
+     * samples, not 4: after 40 alternating ones the last is not a swing */
+    for (int i = 0; i < 40; i++) dcost_observe_time(&c, 1, (1.0 + (i & 1) * 4.0) * MS, (i & 1) * 4.0 * MS, 4e6);
+    double b1 = (dcost_predict(&c, 1) - 1.0 * MS) / (4.0 * MS); /* C(1) = 1 ms, 4 ms of reading */
+    T_CHECK(b1 > 0.46 && b1 < 0.54, "beta(1) %g after alternating 0 and 1", b1);
     /* a dense model: nothing missing whatever the rate */
     dcost_init(&c, 0, 0, 0);
     dcost_set_rate(&c, 1e9);
     T_CHECK(dcost_missing_bytes(&c, 4) == 0, "dense: no reads");
+    t_end();
+}
+
+/* Read waits are bursty both ways (a throttled disk serves a step's reads
+ * in 2 ms or in 90 ms): one verification of a new size that happened to
+ * wait for nothing must not make that size look free. */
+static void case_lucky_pass(void)
+{
+    t_begin("draft cost: one lucky pass does not make a K free");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_set_rate(&c, 1e9);
+    for (int i = 0; i < 20; i++) { /* plain steps: 2 of 8 missing, 2 ms read, waited in full */
+        dcost_observe_routes(&c, 1, 8, 0.75, 0);
+        dcost_observe_time(&c, 1, 3.0 * MS, 2.0 * MS, 2e6);
+    }
+    /* a K = 2 pass (3 positions) missing 10 MB that waited 0.1 ms: its own
+     * beta 0.01, one sample of 4 trusted: 1/4 x 0.01 + 3/4 x 1 = 0.7525 */
+    dcost_observe_routes(&c, 3, 20, 0.75, 0.0);
+    dcost_observe_time(&c, 3, 1.5 * MS, 0.1 * MS, 10e6);
+    double miss = dcost_missing_bytes(&c, 3), want = dcost_compute(&c, 3) + 0.7525 * miss / 1e9;
+    T_CHECK(NEAR(dcost_predict(&c, 3), want), "T(3) %g, want %g", dcost_predict(&c, 3), want);
+    /* so drafting 2 at acceptance 0.9 still loses to the plain step */
+    double tok[3] = {1, 1.9, 2.71};
+    T_CHECK(dcost_choose(&c, tok, 0.01 * MS, 1, 2, 1.03) == 0, "plain wins, chose %d",
+            dcost_choose(&c, tok, 0.01 * MS, 1, 2, 1.03));
     t_end();
 }
 
@@ -172,6 +210,7 @@ int main(void)
     case_stream_union_costs();
     case_stream_cached_union();
     case_overlap_hides_reads();
+    case_lucky_pass();
     case_slow_outlier();
     case_weighted_line();
     return t_done();

@@ -13,6 +13,18 @@ static void avg_add(dcost_avg *a, double x)
     a->n++;
 }
 
+/* Read waits per read second: the mean of the samples, then of about the
+ * last 16.  They are bimodal on a throttled or shared disk (a step's reads
+ * served at once, or after the next 100 ms slice), and an average of the
+ * last four swung the plain step's predicted cost between 7 and 68 ms
+ * around a true mean of 19: drafting got chosen whenever it swung high. */
+static void wait_add(dcost_avg *a, double x)
+{
+    enum { MEMORY = 16 };
+    a->n++;
+    a->v += (x - a->v) / (double)(a->n < MEMORY ? a->n : MEMORY);
+}
+
 /* Step times: interference (another process, a page fault, the first pass
  * of a size growing its buffers) only ever adds, so a sample above the
  * average moves it less than one below, and the first two give their
@@ -52,7 +64,7 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
     if (wait_s < 0) wait_s = 0;
     time_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
     /* wait per second of reading: only a step that read something says it */
-    if (c->rate > 0 && missing_bytes > 0) avg_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
+    if (c->rate > 0 && missing_bytes > 0) wait_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
 }
 
 /* Uniform routing's expected distinct experts over N positions. */
@@ -123,15 +135,30 @@ double dcost_compute(const draft_cost *c, int n_pos)
     return t > 0 ? t : mean;
 }
 
+/* beta(N_POS): more positions, more compute per expert for reads to hide
+ * behind, so it is measured per n (the nearest measured n's until seen).
+ * A size verified only a few times leans on the plain step's, which every
+ * plain step measures: read waits are bursty (a throttled or shared disk
+ * serves a step's reads in 2 ms or in 90 ms), and one lucky pass taken
+ * at its word made a K look free and chose it until it had been measured
+ * often enough to undo that. */
+static double beta_of(const draft_cost *c, int n_pos)
+{
+    enum { TRUSTED = 4 }; /* samples after which a size's own beta stands alone */
+    int m = nearest(c->beta, n_pos, 1);
+    if (!m) return 1;
+    const dcost_avg *b = &c->beta[m];
+    if (m == 1 || b->n >= TRUSTED) return b->v;
+    double prior = c->beta[1].n ? c->beta[1].v : 1, w = (double)b->n / TRUSTED;
+    return w * b->v + (1 - w) * prior;
+}
+
 double dcost_predict(const draft_cost *c, int n_pos)
 {
     double t = dcost_compute(c, n_pos);
     if (n_pos < 1) n_pos = 1;
     if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
-    /* more positions, more compute per expert for reads to hide behind:
-     * beta is measured per n (the nearest measured n's until seen) */
-    int m = nearest(c->beta, n_pos, 1);
-    if (c->rate > 0) t += (m ? c->beta[m].v : 1) * dcost_missing_bytes(c, n_pos) / c->rate;
+    if (c->rate > 0) t += beta_of(c, n_pos) * dcost_missing_bytes(c, n_pos) / c->rate;
     return t;
 }
 
