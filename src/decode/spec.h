@@ -45,7 +45,7 @@ typedef struct {
     int64_t plain_steps;                   /* single-token steps taken while drafting was on */
     int64_t depth_tried[DRAFT_MAX];        /* verifications that reached depth d (0-based) */
     int64_t depth_accepted[DRAFT_MAX];     /* ... and kept the token there */
-    int64_t k_hist[DRAFT_MAX + 1];         /* steps by K chosen (K = 0: plain) */
+    int64_t k_hist[DRAFT_MAX + 1];         /* steps by drafts verified (0: plain; an n-gram run may propose fewer than the K chosen) */
     double draft_s, verify_s;              /* proposing; the verification passes and their sampling */
     uint64_t union_expert_bytes;           /* bytes of the distinct experts the verification passes routed to */
     double verify_predicted_s;             /* the cost model's predictions of those passes (draft_cost.h) */
