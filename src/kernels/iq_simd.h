@@ -571,11 +571,19 @@ typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_
 #else
 #define IQ_TILE_8(T)
 #endif
+#if IQ_W == 64
+/* A single token of a table-sign type goes through the AVX2 body (kq_iq.h). */
+#define IQ_ROW_ONE(T, row, nb, x, out) \
+    if (!TABLE_SIGNS_AVX2(T) || !kq_iq_row1_avx2(T, row, nb, x, out)) row_one(T, row, nb, x, out)
+#define TABLE_SIGNS_AVX2(T) ((T) == GGML_TYPE_IQ2_XXS || (T) == GGML_TYPE_IQ2_XS || (T) == GGML_TYPE_IQ3_XXS)
+#else
+#define IQ_ROW_ONE(T, row, nb, x, out) row_one(T, row, nb, x, out)
+#endif
 #define IQ_KERNEL(NAME, T)                                                                            \
     static void NAME(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: row_one(T, row, nb, xs[0], out); break;                                               \
+        case 1: IQ_ROW_ONE(T, row, nb, xs[0], out); break;                                            \
         case 2: row_tile(T, 2, row, nb, xs, out); break;                                              \
         IQ_TILE_8(T)                                                                                  \
         default: row_tile(T, 4, row, nb, xs, out); break;                                             \
@@ -590,6 +598,18 @@ IQ_KERNEL(k_iq3_xxs, GGML_TYPE_IQ3_XXS)
 IQ_KERNEL(k_iq3_s, GGML_TYPE_IQ3_S)
 IQ_KERNEL(k_tq1_0, GGML_TYPE_TQ1_0)
 IQ_KERNEL(k_tq2_0, GGML_TYPE_TQ2_0)
+
+#if IQ_W == 32
+int kq_iq_row1_avx2(uint32_t type, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out)
+{
+    switch (type) {
+    case GGML_TYPE_IQ2_XXS: row_one(GGML_TYPE_IQ2_XXS, row, nb, x, out); return 1;
+    case GGML_TYPE_IQ2_XS: row_one(GGML_TYPE_IQ2_XS, row, nb, x, out); return 1;
+    case GGML_TYPE_IQ3_XXS: row_one(GGML_TYPE_IQ3_XXS, row, nb, x, out); return 1;
+    default: return 0;
+    }
+}
+#endif
 
 static iq_tile_fn tile_fn(uint32_t type)
 {

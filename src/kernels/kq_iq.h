@@ -127,5 +127,10 @@ void kq_dequant_iq(uint32_t type, const void *row, int64_t n, float *out);
 /* Rows [r0, r1) on one thread; 0 when the path has no kernel for the type. */
 int kq_rows_iq_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 int kq_rows_iq_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+/* One row times one token on the AVX2 path, for the types whose signs it
+ * takes from a table (IQ2_XXS, IQ2_XS, IQ3_XXS); 0 for any other type.  The
+ * AVX-512 path decodes a single token through it: on a Zen 5 it ran 1.2-1.5x
+ * the 512-bit body's speed there (the same integers, so the same bits). */
+int kq_iq_row1_avx2(uint32_t type, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out);
 
 #endif
