@@ -178,6 +178,13 @@ static int rows_bf16(const sl_mat *w, const sl_act *x, float *y, size_t y_stride
 
 typedef void (*tile_fn)(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf);
 
+/* A tile_fn NAME running GROUP(SEL, width, ...) at the tile width asked. */
+#define TILE_KERNEL(NAME, GROUP, SEL)                                                                        \
+    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
+    {                                                                                                        \
+        TILE_SWITCH(nt, GROUP, SEL, rows, x, nb, acc, pf);                                                   \
+    }
+
 /* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
 
 /* 8 rows' 8-lane partial sums -> the 8 row totals in row order. */
@@ -324,18 +331,13 @@ q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
     }
 }
 
-#define Q32_KERNEL(NAME, TYPE)                                                                               \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
-    {                                                                                                        \
-        TILE_SWITCH(nt, q32_group, TYPE, rows, x, nb, acc, pf);                                              \
-    }
-Q32_KERNEL(t_q8_0, GGML_TYPE_Q8_0)
-Q32_KERNEL(t_q4_0, GGML_TYPE_Q4_0)
-Q32_KERNEL(t_q4_1, GGML_TYPE_Q4_1)
-Q32_KERNEL(t_q5_0, GGML_TYPE_Q5_0)
-Q32_KERNEL(t_q5_1, GGML_TYPE_Q5_1)
-Q32_KERNEL(t_iq4_nl, GGML_TYPE_IQ4_NL)
-Q32_KERNEL(t_mxfp4, GGML_TYPE_MXFP4)
+TILE_KERNEL(t_q8_0, q32_group, GGML_TYPE_Q8_0)
+TILE_KERNEL(t_q4_0, q32_group, GGML_TYPE_Q4_0)
+TILE_KERNEL(t_q4_1, q32_group, GGML_TYPE_Q4_1)
+TILE_KERNEL(t_q5_0, q32_group, GGML_TYPE_Q5_0)
+TILE_KERNEL(t_q5_1, q32_group, GGML_TYPE_Q5_1)
+TILE_KERNEL(t_iq4_nl, q32_group, GGML_TYPE_IQ4_NL)
+TILE_KERNEL(t_mxfp4, q32_group, GGML_TYPE_MXFP4)
 
 
 /* ---- K-quants and IQ4_XS with Q8_K activations ---- */
@@ -487,15 +489,10 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
     }
 }
 
-#define G16_KERNEL(NAME, TYPE)                                                                               \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
-    {                                                                                                        \
-        TILE_SWITCH(nt, g16_group, TYPE, rows, x, nb, acc, pf);                                              \
-    }
-G16_KERNEL(t_q2k, GGML_TYPE_Q2_K)
-G16_KERNEL(t_q3k, GGML_TYPE_Q3_K)
-G16_KERNEL(t_q6k, GGML_TYPE_Q6_K)
-G16_KERNEL(t_iq4xs, GGML_TYPE_IQ4_XS)
+TILE_KERNEL(t_q2k, g16_group, GGML_TYPE_Q2_K)
+TILE_KERNEL(t_q3k, g16_group, GGML_TYPE_Q3_K)
+TILE_KERNEL(t_q6k, g16_group, GGML_TYPE_Q6_K)
+TILE_KERNEL(t_iq4xs, g16_group, GGML_TYPE_IQ4_XS)
 
 /* ---- Q4_K / Q5_K in token tiles (nibbles, 6-bit scales, mins decoded once) ---- */
 
@@ -592,13 +589,8 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
 }
 
 
-#define K45_KERNEL(NAME, FIVE)                                                                               \
-    static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m256 *acc, int pf) \
-    {                                                                                                        \
-        TILE_SWITCH(nt, k45_group, FIVE, rows, x, nb, acc, pf);                                              \
-    }
-K45_KERNEL(t_q4k, 0)
-K45_KERNEL(t_q5k, 1)
+TILE_KERNEL(t_q4k, k45_group, 0)
+TILE_KERNEL(t_q5k, k45_group, 1)
 
 /* Chunks of rows whose weights fit in L2, blocks of TB tokens, then row
  * groups and token tiles (a group's weights stay in L1 across tiles). */
