@@ -130,12 +130,15 @@ static inline uint32_t even_signs_bytes(uint32_t b)
     return b | (p & 0x01010101u) << 7;
 }
 
+/* The types whose sign groups keep 7 bits and a parity rule. */
+#define SIGN_TABLE_TYPE(T) ((T) == GGML_TYPE_IQ2_XXS || (T) == GGML_TYPE_IQ2_XS || (T) == GGML_TYPE_IQ3_XXS)
+
 #if IQ_W == 32
 /* The four groups' signs with 7 stored bits each (S7(l)) as +1 / -1 bytes. */
 #define EVEN_SIGNS_V(S7) \
     _mm256_setr_epi64x((long long)kq_even_sign_bytes[S7(0)], (long long)kq_even_sign_bytes[S7(1)], \
                        (long long)kq_even_sign_bytes[S7(2)], (long long)kq_even_sign_bytes[S7(3)])
-#define TABLE_SIGNS(T) ((T) == GGML_TYPE_IQ2_XXS || (T) == GGML_TYPE_IQ2_XS || (T) == GGML_TYPE_IQ3_XXS)
+#define TABLE_SIGNS(T) SIGN_TABLE_TYPE(T)
 #else
 #define TABLE_SIGNS(T) 0 /* AVX-512 applies sign bits as a mask */
 #endif
@@ -574,8 +577,7 @@ typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_
 #if IQ_W == 64
 /* A single token of a table-sign type goes through the AVX2 body (kq_iq.h). */
 #define IQ_ROW_ONE(T, row, nb, x, out) \
-    if (!TABLE_SIGNS_AVX2(T) || !kq_iq_row1_avx2(T, row, nb, x, out)) row_one(T, row, nb, x, out)
-#define TABLE_SIGNS_AVX2(T) ((T) == GGML_TYPE_IQ2_XXS || (T) == GGML_TYPE_IQ2_XS || (T) == GGML_TYPE_IQ3_XXS)
+    if (!SIGN_TABLE_TYPE(T) || !kq_iq_row1_avx2(T, row, nb, x, out)) row_one(T, row, nb, x, out)
 #else
 #define IQ_ROW_ONE(T, row, nb, x, out) row_one(T, row, nb, x, out)
 #endif
@@ -599,18 +601,6 @@ IQ_KERNEL(k_iq3_s, GGML_TYPE_IQ3_S)
 IQ_KERNEL(k_tq1_0, GGML_TYPE_TQ1_0)
 IQ_KERNEL(k_tq2_0, GGML_TYPE_TQ2_0)
 
-#if IQ_W == 32
-int kq_iq_row1_avx2(uint32_t type, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out)
-{
-    switch (type) {
-    case GGML_TYPE_IQ2_XXS: row_one(GGML_TYPE_IQ2_XXS, row, nb, x, out); return 1;
-    case GGML_TYPE_IQ2_XS: row_one(GGML_TYPE_IQ2_XS, row, nb, x, out); return 1;
-    case GGML_TYPE_IQ3_XXS: row_one(GGML_TYPE_IQ3_XXS, row, nb, x, out); return 1;
-    default: return 0;
-    }
-}
-#endif
-
 static iq_tile_fn tile_fn(uint32_t type)
 {
     switch (type) {
@@ -626,6 +616,15 @@ static iq_tile_fn tile_fn(uint32_t type)
     default: return NULL;
     }
 }
+
+#if IQ_W == 32
+int kq_iq_row1_avx2(uint32_t type, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out)
+{
+    if (!SIGN_TABLE_TYPE(type)) return 0;
+    tile_fn(type)(1, row, nb, &x, out);
+    return 1;
+}
+#endif
 
 /* The widest tile width (a power of two <= IQ_TT) that fits LEFT tokens. */
 static inline int tile_width(int64_t left)
