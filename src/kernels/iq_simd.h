@@ -43,7 +43,11 @@ static inline V v_bytes(int b) { return _mm512_set1_epi8((char)b); }
 static inline S s_bits(uint64_t b) { return _cvtu64_mask64(b); }
 /* elements whose sign bit is set, negated (|a| <= 127: no wrap) */
 static inline V v_signs(V a, S s) { return _mm512_mask_sub_epi8(a, s, _mm512_setzero_si512(), a); }
-static inline V v_dot(V acc, V mag, V a, V sc) { return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(mag, a), sc); }
+static inline V v_dot16(V acc, V p, V sc) { return _mm512_dpwssd_epi32(acc, p, sc); }
+static inline V v_dot(V acc, V mag, V a, V sc) { return v_dot16(acc, _mm512_maddubs_epi16(mag, a), sc); }
+/* int16 lanes whose bit in M is set, negated (scales: no wrap) */
+static inline V v_neg16(V x, S m) { return _mm512_mask_sub_epi16(x, (__mmask32)m, _mm512_setzero_si512(), x); }
+static inline S s_bits16(uint64_t b) { return _cvtu64_mask64(b); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm512_add_epi16(acc, _mm512_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm512_madd_epi16(s, _mm512_set1_epi16(1)); }
 /* int16 lane i of S (a sub-block's scale) across sub-block i's elements, for the two sub-blocks of vector v */
@@ -85,10 +89,16 @@ static inline S s_bits(uint64_t b)
     return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
 }
 static inline V v_signs(V a, S s) { return _mm256_sign_epi8(a, s); }
-static inline V v_dot(V acc, V mag, V a, V sc)
+static inline V v_dot16(V acc, V p, V sc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc)); }
+static inline V v_dot(V acc, V mag, V a, V sc) { return v_dot16(acc, _mm256_maddubs_epi16(mag, a), sc); }
+/* For v_neg16: int16 lane i all ones where bit i of B is set. */
+static inline S s_bits16(uint64_t b)
 {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, a), sc));
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                          -32768);
+    return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)b), bit), bit);
 }
+static inline V v_neg16(V x, S m) { return _mm256_sub_epi16(_mm256_xor_si256(x, m), m); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
 static inline __m256i v_fold(V s) { return s; }
@@ -111,7 +121,7 @@ static inline V v_half_scales(__m256i s16, int v) /* half-blocks 2v, 2v+1 */
 typedef struct {
     __m256i g;      /* magnitudes, unsigned bytes */
     uint32_t sg;    /* sign bit per element */
-    uint32_t dsg;   /* IQ1_M: delta sign per element */
+    uint32_t dsg;   /* IQ1_M: delta sign per int16 lane of element pairs */
     S sv;           /* AVX2, IQ2_XXS / IQ2_XS / IQ3_XXS: the signs as +1 / -1 bytes, from a table */
     int16_t s0, s1; /* odd scales 2s+1 of elements 0-15, 16-31 */
 } sub32;
@@ -172,27 +182,15 @@ static inline uint64_t le64(const uint8_t *p)
 /* Grid points are fetched either by one gather or by scalar loads and
  * inserts, whichever measured faster per type on this machine (AMD Zen 4,
  * bench_kernels decode, 1 thread): scalar loads for IQ1_S, IQ2_XXS, IQ2_XS,
- * IQ2_S and IQ3_XXS (+20-40%), gathers for IQ1_M and IQ3_S (scalar loads
- * were 5-20% slower there).  Indices must never go through a stack array
- * read back as a vector (a store-to-load forwarding stall per sub-block). */
+ * IQ2_S and IQ3_XXS (+20-40%), gathers for IQ3_S (scalar loads were 5-20%
+ * slower there).  IQ1_M: scalar loads since it stopped applying signs (on
+ * a Zen 5: 5% faster than gathers of 4, no slower than gathers of 8).
+ * Indices must never go through a stack array read back as a vector (a
+ * store-to-load forwarding stall per sub-block). */
 
-/* Four 8-byte grid points by index: one gather (the vector of indices is
- * built with vector ops, not from scalars). */
-static inline __m256i grid64v(const uint64_t *t, __m128i idx)
-{
-    return _mm256_i32gather_epi64((const long long *)t, idx, 8);
-}
-
-/* Indices q[l] | ((h >> STEP*l) & MASK) << 8, l = 0..3: the codebook types'
- * 8-bit low parts with their high bits packed STEP apart in H. */
-static inline __m128i idx4(const uint8_t *q, int h, int step, int mask)
-{
-    __m128i hi = _mm_srlv_epi32(_mm_set1_epi32(h), _mm_setr_epi32(0, step, 2 * step, 3 * step));
-    hi = _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi32(mask)), 8);
-    return _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)kq_le32(q))), hi);
-}
-
-/* The same four points by scalar loads. */
+/* Four 8-byte grid points by index q[l] | ((h >> STEP*l) & MASK) << 8,
+ * l = 0..3 (the 8-bit low parts with their high bits packed STEP apart in
+ * H), by scalar loads. */
 static inline __m256i grid64s(const uint64_t *t, const uint8_t *q, int h, int step, int mask)
 {
     return _mm256_setr_epi64x((long long)t[q[0] | (h & mask) << 8], (long long)t[q[1] | ((h >> step) & mask) << 8],
@@ -313,14 +311,16 @@ IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
     /* its scale and delta sign: decode_iq1_s, for all eight at once */
 }
 
+/* IQ1_M keeps grid + 1 (0, 1, 2: unsigned, so no signs to apply) and takes
+ * the -1 back as minus scale x activation pair sums (token_v); the delta's
+ * sign flips the scale of its group's four int16 pair lanes. */
 IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 4 * ib;
     /* nibble l of h: index bits 8-10 of group l, then its delta sign */
     int h = kq_le16(b + 32 + 2 * ib);
-    iq1_grid(grid64v(kq_iq1s_grid, idx4(q, h, 4, 7)), c);
-    uint32_t u = (uint32_t)h; /* bit 4l+3 -> all of byte l */
-    c->dsg = ((u >> 3 & 1) | (u << 1 & 0x100) | (u << 5 & 0x10000) | (u << 9 & 0x1000000)) * 0xffu;
+    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, h, 4, 7), _mm256_set1_epi8(1));
+    c->dsg = ((uint32_t)h >> 3 & 0x1111u) * 0xfu; /* bit 4l+3 -> lanes 4l..4l+3 */
     /* its two half-block scales: decode_iq1_m, all sixteen at once */
 }
 
@@ -436,7 +436,7 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
         if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M)
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
         sg |= (uint64_t)c.sg << 32 * j;
-        if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 32 * j;
+        if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 16 * j;
     }
     *mag = v_cat(g);
     if (T == GGML_TYPE_IQ1_S) *scl = v_scales(p->sc, v);
@@ -446,8 +446,8 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     if (TABLE_SIGNS(T)) *sgn = g_sv; /* one sub-block per vector */
     else
 #endif
-    if (has_signs(T)) *sgn = s_bits(sg);
-    if (T == GGML_TYPE_IQ1_M) *dsg = s_bits(dg);
+    if (T == GGML_TYPE_IQ1_M) *dsg = s_bits16(dg);
+    else if (has_signs(T)) *sgn = s_bits(sg);
 }
 
 /* ---- one superblock of one row, decoded for every token of a tile ---- */
@@ -479,11 +479,13 @@ typedef struct {
     float acc1;
 } tacc;
 
-/* The integer sums S (S2: IQ1_M's delta part) of one superblock and token
- * into the token's float accumulators, in the scalar path's order. */
-IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, tacc *o)
+/* The integer sums S (S2: IQ1_M's delta part, S1 its minus-scale sums) of
+ * one superblock and token into the token's float accumulators, in the
+ * scalar path's order. */
+IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, V s1, tacc *o)
 {
     __m256i L = v_fold(has_signs(T) ? s : v_pairs(s));
+    if (T == GGML_TYPE_IQ1_M) L = _mm256_sub_epi32(L, v_fold(s1));
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
         L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
@@ -497,24 +499,30 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
  * ternary types (scale 1, trits 0..2) sum the byte-pair products as int16
  * across the superblock and widen once in token_end: at most 8 x 2 x 2 x 128
  * = 4096 per lane, so the integer is the same and so is every bit after. */
-IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2)
+IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2, V *s1)
 {
     if (!has_signs(T)) {
         *s = v_sum16(*s, mag, av);
         return;
     }
+    if (T == GGML_TYPE_IQ1_M) { /* grid + 1 and the delta's sign on the scales: sub_iq1_m */
+        V pairs = v_sum16(v_zero(), v_bytes(1), av);
+        *s = v_dot(*s, mag, av, scl);
+        *s1 = v_dot16(*s1, pairs, scl);
+        *s2 = v_dot16(*s2, pairs, v_neg16(scl, dsg));
+        return;
+    }
     *s = v_dot(*s, mag, v_signs(av, sgn), scl);
-    if (T == GGML_TYPE_IQ1_M) *s2 = v_dot(*s2, v_bytes(1), v_signs(av, dsg), scl);
 }
 
 /* One decoded superblock times one token's Q8_K block. */
 IQ_INLINE void token(uint32_t T, const wdec *w, const blk_q8_K *a, tacc *o)
 {
-    V s = v_zero(), s2 = v_zero();
+    V s = v_zero(), s2 = v_zero(), s1 = v_zero();
 #pragma GCC unroll 8
     for (int v = 0; v < IQ_NV; v++)
-        token_v(T, w->mag[v], w->scl[v], w->sgn[v], w->dsg[v], v_load(a->qs + IQ_W * v), &s, &s2);
-    token_end(T, &w->p, a, s, s2, o);
+        token_v(T, w->mag[v], w->scl[v], w->sgn[v], w->dsg[v], v_load(a->qs + IQ_W * v), &s, &s2, &s1);
+    token_end(T, &w->p, a, s, s2, s1, o);
 }
 
 static inline float tile_result(uint32_t T, const tacc *o)
@@ -553,15 +561,15 @@ IQ_INLINE void row_one(uint32_t T, const uint8_t *row, int64_t nb, const blk_q8_
         const uint8_t *blk = row + (size_t)b * bs;
         wpre p;
         decode_pre(T, blk, &p);
-        V s = v_zero(), s2 = v_zero();
+        V s = v_zero(), s2 = v_zero(), s1 = v_zero();
 #pragma GCC unroll 8
         for (int v = 0; v < IQ_NV; v++) {
             V mag, scl;
             S sgn = {0}, dsg = {0};
             decode_v(T, blk, &p, v, &mag, &scl, &sgn, &dsg);
-            token_v(T, mag, scl, sgn, dsg, v_load(x[b].qs + IQ_W * v), &s, &s2);
+            token_v(T, mag, scl, sgn, dsg, v_load(x[b].qs + IQ_W * v), &s, &s2, &s1);
         }
-        token_end(T, &p, x + b, s, s2, &o);
+        token_end(T, &p, x + b, s, s2, s1, &o);
     }
     *out = tile_result(T, &o);
 }
