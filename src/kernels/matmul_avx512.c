@@ -116,6 +116,19 @@ static inline __m512 load_h16_end(const rowset *rs, size_t off)
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
 }
 
+/* E8M0 exponent byte at OFF of 16 rows as kq_e8m0_half's bits, by one
+ * gather and lane ops (sixteen scalar conversions stored to the stack and
+ * read back as a vector stalled every block on store-to-load forwarding). */
+static inline __m512 load_e8m0_half(const rowset *rs, size_t off)
+{
+    __m512i e = _mm512_i32gather_epi32(rs->idx, (const void *)(rs->base + off), 1);
+    e = _mm512_and_si512(e, _mm512_set1_epi32(0xff));
+    __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e); /* e = 0, 1: subnormal halves */
+    __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, sub));
+}
+
 /* ---- 32-element blocks with Q8_0 / Q8_1 activations ---- */
 
 /* Q8_0 rows (2k, 2k+1), block b, as unsigned bytes w + 128. */
@@ -135,12 +148,7 @@ static inline __m512 w32_scale(uint32_t type, const rowset *rs, const uint8_t *c
     case GGML_TYPE_Q4_1: return load_h16(rs, (size_t)b * 20);
     case GGML_TYPE_Q5_0: return load_h16(rs, (size_t)b * 22);
     case GGML_TYPE_Q5_1: return load_h16(rs, (size_t)b * 24);
-    default: {
-        float d[16];
-        #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) d[i] = kq_e8m0_half(rows[i][b * 17]);
-        return _mm512_loadu_ps(d);
-    }
+    default: (void)rows; return load_e8m0_half(rs, (size_t)b * 17);
     }
 }
 
