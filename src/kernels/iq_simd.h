@@ -297,23 +297,18 @@ IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
     c->s0 = c->s1 = (int16_t)(2 * ((b[106 + ib / 2] >> 4 * (ib & 1)) & 15) + 1);
 }
 
-/* IQ1 grids hold -1, 0, 1: magnitudes and the sign bits of the bytes. */
-IQ_INLINE void iq1_grid(__m256i g, sub32 *c)
-{
-    c->sg = (uint32_t)_mm256_movemask_epi8(g), c->g = _mm256_abs_epi8(g);
-}
-
+/* The IQ1 grids hold -1, 0, 1: both types keep grid + 1 (0, 1, 2: unsigned,
+ * so no signs to apply) and take the -1 back as minus scale x activation
+ * pair sums (token_v). */
 IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
     int h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
-    iq1_grid(grid64s(kq_iq1s_grid, q, h, 3, 7), c);
+    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, h, 3, 7), _mm256_set1_epi8(1));
     /* its scale and delta sign: decode_iq1_s, for all eight at once */
 }
 
-/* IQ1_M keeps grid + 1 (0, 1, 2: unsigned, so no signs to apply) and takes
- * the -1 back as minus scale x activation pair sums (token_v); the delta's
- * sign flips the scale of its group's four int16 pair lanes. */
+/* IQ1_M's delta sign flips the scale of its group's four int16 pair lanes. */
 IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 4 * ib;
@@ -433,9 +428,10 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
 #if IQ_W == 32
         if (TABLE_SIGNS(T)) g_sv = c.sv;
 #endif
-        if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M)
+        if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M) { /* the IQ1 types: no signs, scales per superblock */
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
-        sg |= (uint64_t)c.sg << 32 * j;
+            sg |= (uint64_t)c.sg << 32 * j;
+        }
         if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 16 * j;
     }
     *mag = v_cat(g);
@@ -447,7 +443,7 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     else
 #endif
     if (T == GGML_TYPE_IQ1_M) *dsg = s_bits16(dg);
-    else if (has_signs(T)) *sgn = s_bits(sg);
+    else if (has_signs(T) && T != GGML_TYPE_IQ1_S) *sgn = s_bits(sg);
 }
 
 /* ---- one superblock of one row, decoded for every token of a tile ---- */
@@ -479,13 +475,13 @@ typedef struct {
     float acc1;
 } tacc;
 
-/* The integer sums S (S2: IQ1_M's delta part, S1 its minus-scale sums) of
- * one superblock and token into the token's float accumulators, in the
- * scalar path's order. */
+/* The integer sums S (S2: IQ1_M's delta part, S1: the IQ1 types'
+ * minus-scale sums) of one superblock and token into the token's float
+ * accumulators, in the scalar path's order. */
 IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, V s1, tacc *o)
 {
     __m256i L = v_fold(has_signs(T) ? s : v_pairs(s));
-    if (T == GGML_TYPE_IQ1_M) L = _mm256_sub_epi32(L, v_fold(s1));
+    if (T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M) L = _mm256_sub_epi32(L, v_fold(s1));
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
         L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
@@ -505,11 +501,11 @@ IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2
         *s = v_sum16(*s, mag, av);
         return;
     }
-    if (T == GGML_TYPE_IQ1_M) { /* grid + 1 and the delta's sign on the scales: sub_iq1_m */
+    if (T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M) { /* grid + 1 (sub_iq1_s); IQ1_M's delta sign on the scales */
         V pairs = v_sum16(v_zero(), v_bytes(1), av);
         *s = v_dot(*s, mag, av, scl);
         *s1 = v_dot16(*s1, pairs, scl);
-        *s2 = v_dot16(*s2, pairs, v_neg16(scl, dsg));
+        if (T == GGML_TYPE_IQ1_M) *s2 = v_dot16(*s2, pairs, v_neg16(scl, dsg));
         return;
     }
     *s = v_dot(*s, mag, v_signs(av, sgn), scl);
