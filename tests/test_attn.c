@@ -58,6 +58,15 @@ static void primitives(const attn_simd *s, const attn_simd *o, const char *name)
         fillf(la, 16 * n);
         s->tree_rows(oa, la, n), o->tree_rows(ob, la, n);
         T_CHECK(same(oa, ob, 4 * (size_t)n), "tree_rows n=%d", n);
+        /* short convolution: N channels, 1..5 taps, in place as the mixers
+         * call it (window and output overwrite their inputs) */
+        int K = 1 + n % 5;
+        fillf(la, n * K), fillf(lb, n * (K - 1) + 1), fillf(oa, n);
+        memcpy(ob, oa, sizeof(float) * (size_t)n);
+        memcpy(lb + 8 * N, lb, sizeof(float) * (size_t)(n * (K - 1) + 1));
+        s->conv_step(la, K, n, lb, lb, oa, oa), o->conv_step(la, K, n, lb + 8 * N, lb + 8 * N, ob, ob);
+        T_CHECK(same(oa, ob, 4 * (size_t)n) && same(lb, lb + 8 * N, 4 * (size_t)(n * (K - 1))),
+                "conv_step n=%d K=%d", n, K);
     }
     t_end();
 }

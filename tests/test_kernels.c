@@ -968,6 +968,25 @@ static void test_swiglu_paths(void)
                 bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
     }
     t_end();
+    t_begin("op_silu_vec: scalar, avx2 and avx512 paths give the same bits (in place too)");
+    op_silu_vec_isa(ref, g, N, SL_ISA_SCALAR);
+    for (int i = 0; i < N; i++) { /* the definition: op_silu per full 16, libm expf for the tail */
+        float want = i < N - N % 16 ? op_silu(g[i]) : g[i] / (1.0f + expf(-g[i]));
+        if (memcmp(&want, &ref[i], 4)) {
+            T_CHECK(0, "scalar silu at %d: %a vs %a", i, (double)ref[i], (double)want);
+            break;
+        }
+    }
+    for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
+        memcpy(out, g, sizeof out);
+        op_silu_vec_isa(out, out, N, (sl_isa)isa);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0; i++)
+            if (memcmp(&out[i], &ref[i], 4)) bad = i;
+        T_CHECK(bad < 0, "%s silu differs at %d: x %a -> %a vs scalar %a", kernels_isa_name((sl_isa)isa), bad,
+                bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
+    }
+    t_end();
 }
 
 /* ---- pool ---- */

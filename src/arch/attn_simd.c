@@ -1,5 +1,6 @@
 /* Scalar definition of the attention inner loops (see attn_simd.h). */
 #include "arch/attn_simd.h"
+#include "arch/conv_step.h"
 
 #include <math.h>
 #include <string.h>
@@ -200,6 +201,7 @@ static const attn_simd scalar = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
     .tiled = attn_tiled_generic,
+    .conv_step = conv_step_body,
 };
 
 const attn_simd *attn_simd_for(sl_isa isa)

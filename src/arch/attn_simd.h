@@ -42,6 +42,10 @@ typedef struct {
     void (*tiled)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const float *q,
                   size_t q_stride, int rows, int n0, int dk, int dv, float scale, float *out, size_t out_stride,
                   float *work);
+    /* One token of the linear-attention layers' short convolution
+     * (dn_conv_step, delta.h). */
+    void (*conv_step)(const float *w, int K, int64_t C, const float *win_in, float *win_out, const float *x,
+                      float *out);
 } attn_simd;
 
 /* ggml_fa_tile_config (GGML_FA_TILE_Q = GGML_FA_TILE_KV = 64). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arch/attn_simd.h"
+#include "arch/conv_step.h"
 
 #define CVT_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
@@ -193,6 +194,7 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 static const attn_simd avx2 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash, .tiled = tiled,
+    .conv_step = conv_step_body,
 };
 
 const attn_simd *attn_simd_avx2(void)

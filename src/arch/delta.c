@@ -6,27 +6,15 @@
 
 #include "kernels/kernels.h"
 
-void dn_conv_step(const float *w, int K, int64_t C, const float *win_in, float *win_out, const float *x,
-                  float *out)
+void dn_conv_step(const attn_simd *op, const float *w, int K, int64_t C, const float *win_in, float *win_out,
+                  const float *x, float *out)
 {
-    int H = K - 1;
-    for (int64_t c = 0; c < C; c++) {
-        const float *u = win_in + c * H, *wc = w + c * K;
-        float sum = 0.0f;
-        for (int j = 0; j < H; j++) sum = fmaf(u[j], wc[j], sum);
-        float xc = x[c];
-        out[c] = fmaf(xc, wc[H], sum);
-        float *o = win_out + c * H;
-        memmove(o, u + 1, sizeof(float) * (size_t)(H - 1 > 0 ? H - 1 : 0));
-        if (H > 0) o[H - 1] = xc;
-    }
+    op->conv_step(w, K, C, win_in, win_out, x, out);
 }
 
 void dn_silu(float *x, int64_t n)
 {
-    int64_t i = 0, nv = n - n % 16;
-    for (; i < nv; i++) x[i] = op_silu(x[i]);
-    for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    op_silu_vec(x, x, n);
 }
 
 void dn_l2_norm(float *x, int n, float eps)

@@ -24,9 +24,10 @@
  * inputs held in WIN_IN (channel-major, K-1 per channel, oldest first) and
  * u_{K-1} = x[c]; the products are summed in tap order by fused multiply-
  * adds (ggml_ssm_conv as GCC contracts it).  WIN_OUT gets the window for
- * the next token (it may be WIN_IN); OUT may be X.  No bias. */
-void dn_conv_step(const float *w, int K, int64_t C, const float *win_in, float *win_out, const float *x,
-                  float *out);
+ * the next token (it may be WIN_IN); OUT may be X.  No bias.  OP picks the
+ * ISA build (attn_simd.conv_step); every build gives the same bits. */
+void dn_conv_step(const attn_simd *op, const float *w, int K, int64_t C, const float *win_in, float *win_out,
+                  const float *x, float *out);
 
 /* x[i] = silu(x[i]) as ggml_vec_silu_f32: ggml's vector expf for each full
  * group of 16, libm expf for the rest. */

@@ -67,7 +67,7 @@ int gdn_block(sl_session *s, int il, const batch *b, const float *xn, float *out
 
     for (int t = 0; t < T; t++) {
         float *r = qkv + (size_t)t * row;
-        dn_conv_step(L->ssm_conv[0], K, row, rstate_at(s->rs, il, b->pos0 + t),
+        dn_conv_step(s->aop, L->ssm_conv[0], K, row, rstate_at(s->rs, il, b->pos0 + t),
                      rstate_at(s->rs, il, b->pos0 + t + 1), r, r); /* in place */
         dn_silu(r, row);
         for (int h = 0; h < 2 * nk; h++) dn_l2_norm(r + (size_t)h * d, d, hp->rms_eps);

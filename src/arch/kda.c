@@ -73,7 +73,7 @@ int kda_block(sl_session *s, int il, const batch *b, const float *xn, float *out
         float *wout = rstate_at(s->rs, il, b->pos0 + t + 1);
         for (int c = 0; c < 3; c++) {
             float *y = qkv + c * n + (size_t)t * C;
-            dn_conv_step(L->ssm_conv[c], K, C, win + c * W, wout + c * W, y, y);
+            dn_conv_step(s->aop, L->ssm_conv[c], K, C, win + c * W, wout + c * W, y, y);
             dn_silu(y, C);
         }
         for (int h = 0; h < H; h++) {

@@ -114,6 +114,11 @@ void op_swiglu(float *out, const float *g, const float *u, int64_t n);
  * same bits (tests compare them). */
 void op_swiglu_isa(float *out, const float *g, const float *u, int64_t n, sl_isa isa);
 float op_silu(float x);
+/* out[i] = silu(x[i]) as ggml_vec_silu_f32: ggml's vector expf for each full
+ * group of 16, libm expf for the rest (OUT may be X); the _isa form as
+ * op_swiglu_isa. */
+void op_silu_vec(float *out, const float *x, int64_t n);
+void op_silu_vec_isa(float *out, const float *x, int64_t n, sl_isa isa);
 /* ggml_vec_soft_max_f32: y[i] = expf(x[i] - max) (vector expf per full 16,
  * libm for the tail); returns their sum (each 16's tree sum into a double). */
 double op_soft_max_sum(float *y, const float *x, int64_t n, float max);

@@ -136,6 +136,8 @@ int kq_act_row_avx512(uint32_t vtype, const float *x, void *dst, int64_t n);
 /* SwiGLU over n elements (a multiple of 16 / 8): ops.c's definition on SIMD. */
 void kq_swiglu_avx512(float *out, const float *g, const float *u, int64_t n);
 void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n);
+void kq_silu_avx512(float *out, const float *x, int64_t n);
+void kq_silu_avx2(float *out, const float *x, int64_t n);
 
 /* Canonical final reduction of the 16 float lanes used for F32/F16/BF16. */
 static inline float kq_tree16(float *l)

@@ -43,6 +43,21 @@ void op_swiglu_isa(float *out, const float *g, const float *u, int64_t n, sl_isa
     for (; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void op_silu_vec_isa(float *out, const float *x, int64_t n, sl_isa isa)
+{
+    int64_t i = 0, nv = n - n % 16;
+    if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
+    if (isa == SL_ISA_AVX512) kq_silu_avx512(out, x, nv), i = nv;
+    else if (isa == SL_ISA_AVX2) kq_silu_avx2(out, x, nv), i = nv;
+    for (; i < nv; i++) out[i] = op_silu(x[i]);
+    for (; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void op_silu_vec(float *out, const float *x, int64_t n)
+{
+    op_silu_vec_isa(out, x, n, kernels_isa_detected());
+}
+
 void op_swiglu(float *out, const float *g, const float *u, int64_t n)
 {
     op_swiglu_isa(out, g, u, n, kernels_isa_detected());

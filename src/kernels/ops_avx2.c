@@ -48,6 +48,11 @@ static inline __m256 v_silu8(__m256 x)
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
+void kq_silu_avx2(float *out, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, v_silu8(_mm256_loadu_ps(x + i)));
+}
+
 void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i + 8 <= n; i += 8)

@@ -34,6 +34,11 @@ static inline __m512 v_silu16(__m512 x)
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+void kq_silu_avx512(float *out, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, v_silu16(_mm512_loadu_ps(x + i)));
+}
+
 void kq_swiglu_avx512(float *out, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i + 16 <= n; i += 16)
