@@ -16,7 +16,7 @@ enum { BENCH_MAX_LIST = 16 };
 
 typedef enum { BENCH_OUT_MD, BENCH_OUT_JSON, BENCH_OUT_JSONL, BENCH_OUT_CSV } bench_format;
 
-/* ppP: P tokens as one batch into a fresh session; tgN: N single-token
+/* ppP: P tokens as one batch into an empty session; tgN: N single-token
  * steps from an empty one; pgP,N: both in one session, timed together. */
 typedef enum { BENCH_PP, BENCH_TG, BENCH_PG } bench_kind;
 
