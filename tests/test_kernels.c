@@ -987,6 +987,27 @@ static void test_swiglu_paths(void)
                 bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
     }
     t_end();
+    t_begin("op_soft_max_sum: scalar, avx2 and avx512 paths give the same values and sum");
+    /* the special values as they are (a NaN sum: any NaN), then finite
+     * inputs only, where the sum's order shows in its bits */
+    static float fin[N];
+    for (int i = 0; i < N; i++) fin[i] = isfinite(g[i]) && fabsf(g[i]) < 1e30f ? g[i] : 1.0f;
+    static const float maxes[] = {0.0f, 7.5f, -3.0f, 150.0f};
+    for (int pass = 0; pass < 2; pass++)
+    for (size_t mi = 0; mi < sizeof maxes / sizeof *maxes; mi++)
+        for (int64_t n = N; n >= 1; n = n > 64 ? n / 5 : n - 7) {
+            const float *xin = pass ? fin : g;
+            double want = op_soft_max_sum_isa(ref, xin, n, maxes[mi], SL_ISA_SCALAR);
+            for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
+                double got = op_soft_max_sum_isa(out, xin, n, maxes[mi], (sl_isa)isa);
+                int bad = memcmp(&got, &want, sizeof got) && !(isnan(got) && isnan(want)) ? (int)n : -1;
+                for (int64_t i = 0; i < n && bad < 0; i++)
+                    if (memcmp(&out[i], &ref[i], 4)) bad = (int)i;
+                T_CHECK(bad < 0, "%s soft_max_sum n=%lld max=%g: differs at %d (sum %a vs %a)",
+                        kernels_isa_name((sl_isa)isa), (long long)n, (double)maxes[mi], bad, got, want);
+            }
+        }
+    t_end();
 }
 
 /* ---- pool ---- */

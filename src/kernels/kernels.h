@@ -122,6 +122,8 @@ void op_silu_vec_isa(float *out, const float *x, int64_t n, sl_isa isa);
 /* ggml_vec_soft_max_f32: y[i] = expf(x[i] - max) (vector expf per full 16,
  * libm for the tail); returns their sum (each 16's tree sum into a double). */
 double op_soft_max_sum(float *y, const float *x, int64_t n, float max);
+/* The same on path ISA (every path gives the same bits; tests compare). */
+double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa);
 
 /* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */
 uint16_t fp32_to_fp16(float f);

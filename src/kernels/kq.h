@@ -138,6 +138,10 @@ void kq_swiglu_avx512(float *out, const float *g, const float *u, int64_t n);
 void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n);
 void kq_silu_avx512(float *out, const float *x, int64_t n);
 void kq_silu_avx2(float *out, const float *x, int64_t n);
+/* y[i] = v_expf(x[i] - max) over n (a multiple of 16); returns the double
+ * sum of each 16's kq_tree16, in order (op_soft_max_sum's full groups). */
+double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max);
+double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max);
 
 /* Canonical final reduction of the 16 float lanes used for F32/F16/BF16. */
 static inline float kq_tree16(float *l)

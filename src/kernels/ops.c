@@ -106,34 +106,15 @@ void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, 
 
 void op_softmax(float *x, int64_t n) { op_softmax_sink(x, n, NULL); }
 
-/* ggml_compute_forward_soft_max_f32 with a sink: the sink's logit raises
- * the maximum and adds libm expf(sink - max) to the double sum. */
-void op_softmax_sink(float *x, int64_t n, const float *sink)
-{
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
-    if (sink && *sink > max) max = *sink;
-    double sum = 0.0;
-    int64_t i = 0;
-    for (; i + 15 < n; i += 16) {
-        float l[16];
-        for (int k = 0; k < 16; k++) l[k] = x[i + k] = v_expf(x[i + k] - max);
-        sum += (double)kq_tree16(l);
-    }
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-    if (sink) sum += (double)expf(*sink - max);
-    float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) x[i] *= inv;
-}
-
-double op_soft_max_sum(float *y, const float *x, int64_t n, float max)
+/* ggml_vec_soft_max_f32 (op_soft_max_sum) on path ISA. */
+static double exp_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa)
 {
     double sum = 0.0;
-    int64_t i = 0;
-    for (; i + 15 < n; i += 16) {
+    int64_t i = 0, nv = n - n % 16;
+    if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
+    if (isa == SL_ISA_AVX512) sum = kq_exp_sum_avx512(y, x, nv, max), i = nv;
+    else if (isa == SL_ISA_AVX2) sum = kq_exp_sum_avx2(y, x, nv, max), i = nv;
+    for (; i < nv; i += 16) {
         float l[16];
         for (int k = 0; k < 16; k++) l[k] = y[i + k] = v_expf(x[i + k] - max);
         sum += (double)kq_tree16(l);
@@ -143,4 +124,27 @@ double op_soft_max_sum(float *y, const float *x, int64_t n, float max)
         sum += (double)y[i];
     }
     return sum;
+}
+
+/* ggml_compute_forward_soft_max_f32 with a sink: the sink's logit raises
+ * the maximum and adds libm expf(sink - max) to the double sum. */
+void op_softmax_sink(float *x, int64_t n, const float *sink)
+{
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    if (sink && *sink > max) max = *sink;
+    double sum = exp_sum_isa(x, x, n, max, kernels_isa_detected());
+    if (sink) sum += (double)expf(*sink - max);
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa)
+{
+    return exp_sum_isa(y, x, n, max, isa);
+}
+
+double op_soft_max_sum(float *y, const float *x, int64_t n, float max)
+{
+    return exp_sum_isa(y, x, n, max, kernels_isa_detected());
 }

@@ -9,6 +9,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include <string.h>
+
 #include "kernels/kq.h"
 
 static inline __m256 pow2i(__m256i k) /* 2^k for k in [-126, 127] */
@@ -46,6 +48,20 @@ static inline __m256 v_silu8(__m256 x)
 {
     __m256 e = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max)
+{
+    double sum = 0.0;
+    const __m256 m = _mm256_set1_ps(max);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        float l[16];
+        _mm256_storeu_ps(l, v_expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m)));
+        _mm256_storeu_ps(l + 8, v_expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m)));
+        memcpy(y + i, l, sizeof l);
+        sum += (double)kq_tree16(l);
+    }
+    return sum;
 }
 
 void kq_silu_avx2(float *out, const float *x, int64_t n)

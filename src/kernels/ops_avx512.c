@@ -34,6 +34,18 @@ static inline __m512 v_silu16(__m512 x)
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max)
+{
+    double sum = 0.0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        __m512 e = v_expf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(y + i, e);
+        sum += (double)_mm512_reduce_add_ps(e); /* GCC's order is kq_tree16's */
+    }
+    return sum;
+}
+
 void kq_silu_avx512(float *out, const float *x, int64_t n)
 {
     for (int64_t i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, v_silu16(_mm512_loadu_ps(x + i)));
