@@ -241,6 +241,13 @@ static void rollback_case(fixture *f)
     int32_t pos = session_pos(s), far = pos - 12;
     T_CHECK(!session_can_rewind(s, far) && session_rewind(s, far, &err) != 0 && session_pos(s) == pos,
             "a rewind to %d behind the ring was not refused cleanly", far);
+    /* an empty sequence needs nothing the ring lost: position 0 is always
+     * restorable (sluice_reset, bench's repetitions), and the prompt again
+     * gives the forward run's logits */
+    T_CHECK(session_can_rewind(s, 0) && session_rewind(s, 0, &err) == 0 && session_pos(s) == 0, "rewind to 0: %s",
+            err.msg);
+    T_CHECK(eval(s, f->prompt[2], f->np[2], lg, false) == 0 && same_row(f, lg, 0),
+            "the prompt after a rewind to 0 differs from the forward run");
     T_CHECK(i >= N_GEN && rejects > 2, "reached %d with %d rejections", i, rejects);
 out:
     free(lg);

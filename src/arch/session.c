@@ -356,11 +356,12 @@ void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats
 
 /* Attention rolls back by forgetting KV entries, as long as a windowed
  * layer's ring still holds the keys position POS will look at; recurrent
- * layers need a kept snapshot of their state (rstate.h). */
+ * layers need a kept snapshot of their state (rstate.h).  Position 0, an
+ * empty sequence, needs neither: it is always restorable. */
 bool session_can_rewind(const sl_session *s, int32_t pos)
 {
     if (pos < 0 || pos > s->pos) return false;
-    if (pos == s->pos) return true;
+    if (pos == s->pos || pos == 0) return true;
     for (int il = 0; il < s->m->hp.n_layer; il++) {
         const kv_layer *L = &s->kv[il];
         if (L->c.kind != LAYER_ATTN) continue;
