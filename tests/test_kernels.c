@@ -771,7 +771,7 @@ static void test_bit_identity(void)
                                                                      : k == NQ + 4 ? GGML_TYPE_BF16 : GGML_TYPE_F32;
         int vd = k >= NQ + 3;
         char name[128];
-        snprintf(name, sizeof name, "bit identity %s%s: isa paths, T=1/7/64 per call, 1/2/3 threads", ggml_type_name(t),
+        snprintf(name, sizeof name, "bit identity %s%s: isa paths, T=1..9/64 per call, 1/2/3 threads", ggml_type_name(t),
                  vd ? " (vec_dot order)" : "");
         t_begin(name);
         const int64_t n = k < NQ ? 768 : 779 /* float rows need not be multiples of 16 */, rows = 83, T = 64;
@@ -796,8 +796,8 @@ static void test_bit_identity(void)
             matmul_rows(&tm.m, &a, y, (size_t)rows, 5, 50, (sl_isa)isa);
             matmul_rows(&tm.m, &a, y, (size_t)rows, 50, rows, (sl_isa)isa);
             T_CHECK(memcmp(y, ref, ysz) == 0, "%s split rows differ", kernels_isa_name((sl_isa)isa));
-            /* batch sizes: T=1 and T=7 per call */
-            for (int64_t per = 1; per <= 7; per += 6) {
+            /* batch sizes 1..9 per call: every tile width of every kernel */
+            for (int64_t per = 1; per <= 9; per++) {
                 memset(y, 0xff, ysz);
                 for (int64_t t0 = 0; t0 < T; t0 += per) {
                     int64_t cnt = T - t0 < per ? T - t0 : per;

@@ -29,6 +29,20 @@
     default: GROUP(SEL, MAX, __VA_ARGS__); break;      \
     }
 #define TB 64 /* tokens per cache block */
+/* The K-quant kernels unpack a row's superblock once per tile and use it for
+ * every token of the tile: 8 tokens amortise that over twice the products. */
+#define TTK 8
+#define TILE_SWITCH8(nt, GROUP, SEL, ...)             \
+    switch (nt) {                                      \
+    case 1: GROUP(SEL, 1, __VA_ARGS__); break;         \
+    case 2: GROUP(SEL, 2, __VA_ARGS__); break;         \
+    case 3: GROUP(SEL, 3, __VA_ARGS__); break;         \
+    case 4: GROUP(SEL, 4, __VA_ARGS__); break;         \
+    case 5: GROUP(SEL, 5, __VA_ARGS__); break;         \
+    case 6: GROUP(SEL, 6, __VA_ARGS__); break;         \
+    case 7: GROUP(SEL, 7, __VA_ARGS__); break;         \
+    default: GROUP(SEL, TTK, __VA_ARGS__); break;      \
+    }
 
 /* ---- exact integer transposes ---- */
 
@@ -460,7 +474,7 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         k4sc k = k4_scales16(&rs, (size_t)b * bsz);
-        kact ak[TT];
+        kact ak[TTK];
         kact_fill(ak, x, nt, b);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
@@ -480,7 +494,7 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
 
 #define K45_KERNEL(NAME, FIVE) \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
-    { TILE_SWITCH(nt, TT, k45_group, FIVE, rows, x, nb, s, acc, pf); }
+    { TILE_SWITCH8(nt, k45_group, FIVE, rows, x, nb, s, acc, pf); }
 K45_KERNEL(k_q4k, 0)
 K45_KERNEL(k_q5k, 1)
 
@@ -647,7 +661,7 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 #pragma GCC unroll 16
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        kact ak[TT];
+        kact ak[TTK];
         kact_fill(ak, x, nt, b);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
@@ -677,7 +691,7 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 
 #define G16_KERNEL(NAME, TYPE) \
     static void NAME(int nt, const uint8_t *const *rows, const sl_act *x, int64_t nb, __m512i *s, __m512 *acc, int pf) \
-    { TILE_SWITCH(nt, TT, g16_group, TYPE, rows, x, nb, s, acc, pf); }
+    { TILE_SWITCH8(nt, g16_group, TYPE, rows, x, nb, s, acc, pf); }
 G16_KERNEL(k_q2k, GGML_TYPE_Q2_K)
 G16_KERNEL(k_q3k, GGML_TYPE_Q3_K)
 G16_KERNEL(k_q6k, GGML_TYPE_Q6_K)
@@ -695,7 +709,7 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
     default: fn = k_iq4xs; break;
     }
     int64_t nb = w->ne0 / 256;
-    __m512i s[16 * TT]; /* per-row integer partials of one superblock */
+    __m512i s[16 * TTK]; /* per-row integer partials of one superblock */
     int64_t chunk = kq_row_chunk(w); /* blocking as in rows_q32 */
     for (int64_t c0 = r0; c0 < r1; c0 += chunk)
     for (int64_t tb = 0; tb < x->rows; tb += TB)
@@ -703,11 +717,11 @@ static int rows_k(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, i
         const uint8_t *rows[16];
         int nv = kq_group_rows(w, r, r1, rows);
         int64_t te = tb + TB < x->rows ? tb + TB : x->rows;
-        for (int64_t t0 = tb; t0 < te; t0 += TT) {
-            int nt = (int)(te - t0 < TT ? te - t0 : TT);
+        for (int64_t t0 = tb; t0 < te; t0 += TTK) {
+            int nt = (int)(te - t0 < TTK ? te - t0 : TTK);
             sl_act xt = *x;
             xt.data = (char *)x->data + (size_t)t0 * x->row_bytes;
-            __m512 acc[TT];
+            __m512 acc[TTK];
             fn(nt, rows, &xt, nb, s, acc, t0 == 0);
             store_group(y + (size_t)t0 * y_stride, y_stride, r, nt, nv, acc);
         }
