@@ -93,7 +93,7 @@ for r in range(1, reps + 1):
         if d and r == 1:
             prop += d["proposed"]; acc += d["accepted"]; n_runs += 1
             ub += d["union_expert_bytes_per_accepted_token"] or 0
-            pred += d.get("verify_predicted_s", 0); meas += d["verify_s"]; mae += d.get("verify_cost_mae_s", 0)
+            pred += d.get("verify_predicted_s", 0); meas += d.get("verify_priced_s", d["verify_s"]); mae += d.get("verify_cost_mae_s", 0)
             for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
             for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
     if secs: rates.append(toks / secs)

@@ -204,8 +204,29 @@ static void case_weighted_line(void)
     t_end();
 }
 
+/* Before any pass it could draw its line through, the model only ranks
+ * sizes by a yardstick, and says so: a size seen once is no basis, the
+ * plain step or a size seen twice is. */
+static void case_priced(void)
+{
+    t_begin("draft cost: a prediction is priced only once a pass was measured");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    T_CHECK(!dcost_priced(&c), "a fresh model claims to price a pass");
+    dcost_observe_time(&c, 5, 2.0 * MS, 0, 0);
+    T_CHECK(!dcost_priced(&c), "one pass of 5 positions is not a basis (dcost_compute leaves it out)");
+    dcost_observe_time(&c, 5, 2.0 * MS, 0, 0);
+    T_CHECK(dcost_priced(&c) && fabs(dcost_predict(&c, 5) - 2.0 * MS) < 1e-9, "two passes of 5: %g s predicted",
+            dcost_predict(&c, 5));
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_observe_time(&c, 1, 1.0 * MS, 0, 0);
+    T_CHECK(dcost_priced(&c), "a measured plain step is a basis");
+    t_end();
+}
+
 int main(void)
 {
+    case_priced();
     case_ram();
     case_stream_union_costs();
     case_stream_cached_union();

@@ -387,8 +387,9 @@ static void print_draft(FILE *f, const json_t *st)
     for (size_t i = 0; i < json_array_size(k); i++) fprintf(f, " %lld", (long long)json_integer_value(json_array_get(k, i)));
     fprintf(f, "\n%-27s %.3f s drafting, %.3f s verifying\n", "  time", json_number_value(json_object_get(d, "draft_s")),
             json_number_value(json_object_get(d, "verify_s")));
-    fprintf(f, "%-27s %.3f s predicted, mean error %.6f s per verification\n", "  verify cost model",
+    fprintf(f, "%-27s %.3f s predicted of %.3f s priced, mean error %.6f s per verification\n", "  verify cost model",
             json_number_value(json_object_get(d, "verify_predicted_s")),
+            json_number_value(json_object_get(d, "verify_priced_s")),
             json_number_value(json_object_get(d, "verify_cost_mae_s")));
 }
 

@@ -153,6 +153,13 @@ static double beta_of(const draft_cost *c, int n_pos)
     return w * b->v + (1 - w) * prior;
 }
 
+bool dcost_priced(const draft_cost *c)
+{
+    for (int j = 1; j <= DCOST_MAX_POS; j++) /* the points dcost_compute draws its line through */
+        if (c->c[j].n && (j == 1 || c->c[j].n >= 2)) return true;
+    return false;
+}
+
 double dcost_predict(const draft_cost *c, int n_pos)
 {
     double t = dcost_compute(c, n_pos);

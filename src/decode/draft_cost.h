@@ -29,6 +29,7 @@
 #ifndef SLUICE_DRAFT_COST_H
 #define SLUICE_DRAFT_COST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum { DCOST_MAX_POS = 17 }; /* positions a pass verifies at most (DRAFT_MAX + 1) */
@@ -64,6 +65,10 @@ double dcost_union(const draft_cost *c, int n_pos);         /* u(n) */
 double dcost_missing_bytes(const draft_cost *c, int n_pos); /* missing_bytes(n) */
 double dcost_compute(const draft_cost *c, int n_pos);       /* C(n) */
 double dcost_predict(const draft_cost *c, int n_pos);       /* T(n) */
+/* Whether C has measured any pass it could price a pass from: before that
+ * dcost_compute returns a yardstick (seconds of arbitrary scale) that only
+ * ranks sizes, and is no prediction of a time. */
+bool dcost_priced(const draft_cost *c);
 
 /* The K in {0} u [K_MIN, K_MAX] with the most tokens per second: K = 0
  * yields 1 token in T(1); K drafts yield TOKENS[K] (expected) in

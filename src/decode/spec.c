@@ -94,6 +94,7 @@ void spec_stats_add(spec_stats *sum, const spec_stats *d)
     sum->draft_s += d->draft_s, sum->verify_s += d->verify_s;
     sum->union_expert_bytes += d->union_expert_bytes;
     sum->verify_predicted_s += d->verify_predicted_s, sum->verify_abs_err_s += d->verify_abs_err_s;
+    sum->verify_priced_s += d->verify_priced_s, sum->priced_steps += d->priced_steps;
 }
 void spec_reset_stats(spec *sp) { memset(&sp->st, 0, sizeof sp->st); }
 void spec_set_layout(spec *sp, const expert_layout *L)
@@ -354,6 +355,7 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
     double w0 = store_wait(sp), predicted = verify_cost(sp, p.n);
+    bool priced = dcost_priced(&sp->cost);
     t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
     pass_begin(sp, true);
     int rc = session_eval(q->s, q->toks + pos, p.n + 1, sp->rows, true, err);
@@ -392,8 +394,10 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     }
     double dt = sl_now() - t1;
     sp->st.verify_s += dt;
-    sp->st.verify_predicted_s += predicted;
-    sp->st.verify_abs_err_s += fabs(predicted - dt);
+    if (priced) { /* a fixed K verifies before any pass was measured */
+        sp->st.verify_predicted_s += predicted, sp->st.verify_priced_s += dt, sp->st.priced_steps++;
+        sp->st.verify_abs_err_s += fabs(predicted - dt);
+    }
     dcost_observe_time(&sp->cost, p.n + 1, dt, store_wait(sp) - w0, sp->pass_missing_bytes);
     return rc;
 }

@@ -48,8 +48,12 @@ typedef struct {
     int64_t k_hist[DRAFT_MAX + 1];         /* steps by drafts verified (0: plain; an n-gram run may propose fewer than the K chosen) */
     double draft_s, verify_s;              /* proposing; the verification passes and their sampling */
     uint64_t union_expert_bytes;           /* bytes of the distinct experts the verification passes routed to */
-    double verify_predicted_s;             /* the cost model's predictions of those passes (draft_cost.h) */
-    double verify_abs_err_s;               /* sum of |predicted - measured| per verification */
+    /* the cost model's predictions (draft_cost.h) of the passes it could
+     * price (dcost_priced), those passes' measured time and count, and the
+     * sum of |predicted - measured| over them */
+    double verify_predicted_s, verify_priced_s;
+    int64_t priced_steps;
+    double verify_abs_err_s;
 } spec_stats;
 
 typedef struct spec spec;

@@ -134,8 +134,11 @@ json_t *spec_setup_json(const spec_setup *ss, const spec_stats *d)
                         ss->observed ? json_real((double)d->union_expert_bytes / (double)(toks ? toks : 1)) : json_null());
     json_object_set_new(o, "draft_s", json_real(d->draft_s));
     json_object_set_new(o, "verify_s", json_real(d->verify_s));
-    /* the cost model's quality: its prediction of each verification against the measured time */
+    /* the cost model's quality: its prediction of each verification it
+     * could price against that pass's measured time */
     json_object_set_new(o, "verify_predicted_s", json_real(d->verify_predicted_s));
-    json_object_set_new(o, "verify_cost_mae_s", json_real(d->steps ? d->verify_abs_err_s / (double)d->steps : 0));
+    json_object_set_new(o, "verify_priced_s", json_real(d->verify_priced_s));
+    json_object_set_new(o, "verify_cost_mae_s",
+                        json_real(d->priced_steps ? d->verify_abs_err_s / (double)d->priced_steps : 0));
     return o;
 }
