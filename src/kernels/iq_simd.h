@@ -360,7 +360,13 @@ IQ_INLINE int half_scales(uint32_t T, const uint8_t *b, __m256i *s16)
     return 0;
 }
 
-static inline int has_signs(uint32_t T) { return T != GGML_TYPE_TQ1_0 && T != GGML_TYPE_TQ2_0; }
+/* The three kinds of magnitude the types multiply: ternary digits 0..2
+ * (TQ: value = digit - 1, scale 1), IQ1's grid + 1 (0..2: the -1 comes back
+ * through the activations' pair sums, no sign bits), and the rest, whose
+ * per-element sign bits are applied to the activation bytes. */
+static inline int is_ternary(uint32_t T) { return T == GGML_TYPE_TQ1_0 || T == GGML_TYPE_TQ2_0; }
+static inline int is_iq1(uint32_t T) { return T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M; }
+static inline int elem_signs(uint32_t T) { return !is_ternary(T) && !is_iq1(T); }
 
 static inline float block_scale(uint32_t T, const uint8_t *b)
 {
@@ -428,7 +434,7 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
 #if IQ_W == 32
         if (TABLE_SIGNS(T)) g_sv = c.sv;
 #endif
-        if (T != GGML_TYPE_IQ1_S && T != GGML_TYPE_IQ1_M) { /* the IQ1 types: no signs, scales per superblock */
+        if (!is_iq1(T)) { /* the IQ1 types: no signs, scales per superblock */
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
             sg |= (uint64_t)c.sg << 32 * j;
         }
@@ -443,7 +449,7 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     else
 #endif
     if (T == GGML_TYPE_IQ1_M) *dsg = s_bits16(dg);
-    else if (has_signs(T) && T != GGML_TYPE_IQ1_S) *sgn = s_bits(sg);
+    else if (elem_signs(T)) *sgn = s_bits(sg);
 }
 
 /* ---- one superblock of one row, decoded for every token of a tile ---- */
@@ -480,10 +486,10 @@ typedef struct {
  * accumulators, in the scalar path's order. */
 IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, V s1, tacc *o)
 {
-    __m256i L = v_fold(has_signs(T) ? s : v_pairs(s));
-    if (T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M) L = _mm256_sub_epi32(L, v_fold(s1));
+    __m256i L = v_fold(is_ternary(T) ? v_pairs(s) : s);
+    if (is_iq1(T)) L = _mm256_sub_epi32(L, v_fold(s1));
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
-    if (!has_signs(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
+    if (is_ternary(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
         L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
     float d = p->d * a->d;
     o->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(L), o->acc);
@@ -497,11 +503,11 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
  * = 4096 per lane, so the integer is the same and so is every bit after. */
 IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2, V *s1)
 {
-    if (!has_signs(T)) {
+    if (is_ternary(T)) {
         *s = v_sum16(*s, mag, av);
         return;
     }
-    if (T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M) { /* grid + 1 (sub_iq1_s); IQ1_M's delta sign on the scales */
+    if (is_iq1(T)) { /* grid + 1 (sub_iq1_s); IQ1_M's delta sign on the scales */
         V pairs = v_sum16(v_zero(), v_bytes(1), av);
         *s = v_dot(*s, mag, av, scl);
         *s1 = v_dot16(*s1, pairs, scl);
