@@ -2,7 +2,6 @@
 #include "arch/delta.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "kernels/kernels.h"
 
