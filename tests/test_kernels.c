@@ -930,6 +930,14 @@ static void test_norm_rows(void)
     t_end();
 }
 
+/* Index of the first of N floats whose bits differ, -1 if none. */
+static int first_diff(const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4)) return (int)i;
+    return -1;
+}
+
 /* SwiGLU on every SIMD path equals the scalar definition bit for bit: random
  * values, random bit patterns (NaN payloads, infinities, subnormals), the
  * exp overflow / underflow / subnormal ranges and the |n| = 192 cut-off of
@@ -961,9 +969,7 @@ static void test_swiglu_paths(void)
     for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
         memset(out, 0, sizeof out);
         op_swiglu_isa(out, g, u, N, (sl_isa)isa);
-        int bad = -1;
-        for (int i = 0; i < N && bad < 0; i++)
-            if (memcmp(&out[i], &ref[i], 4)) bad = i;
+        int bad = first_diff(out, ref, N);
         T_CHECK(bad < 0, "%s differs at %d: g %a -> %a vs scalar %a", kernels_isa_name((sl_isa)isa), bad,
                 bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
     }
@@ -980,9 +986,7 @@ static void test_swiglu_paths(void)
     for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
         memcpy(out, g, sizeof out);
         op_silu_vec_isa(out, out, N, (sl_isa)isa);
-        int bad = -1;
-        for (int i = 0; i < N && bad < 0; i++)
-            if (memcmp(&out[i], &ref[i], 4)) bad = i;
+        int bad = first_diff(out, ref, N);
         T_CHECK(bad < 0, "%s silu differs at %d: x %a -> %a vs scalar %a", kernels_isa_name((sl_isa)isa), bad,
                 bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)out[bad], bad < 0 ? 0.0 : (double)ref[bad]);
     }
@@ -1000,9 +1004,8 @@ static void test_swiglu_paths(void)
             double want = op_soft_max_sum_isa(ref, xin, n, maxes[mi], SL_ISA_SCALAR);
             for (int isa = SL_ISA_AVX2; isa <= (int)kernels_isa_detected(); isa++) {
                 double got = op_soft_max_sum_isa(out, xin, n, maxes[mi], (sl_isa)isa);
-                int bad = memcmp(&got, &want, sizeof got) && !(isnan(got) && isnan(want)) ? (int)n : -1;
-                for (int64_t i = 0; i < n && bad < 0; i++)
-                    if (memcmp(&out[i], &ref[i], 4)) bad = (int)i;
+                int bad = memcmp(&got, &want, sizeof got) && !(isnan(got) && isnan(want)) ? (int)n
+                                                                                          : first_diff(out, ref, n);
                 T_CHECK(bad < 0, "%s soft_max_sum n=%lld max=%g: differs at %d (sum %a vs %a)",
                         kernels_isa_name((sl_isa)isa), (long long)n, (double)maxes[mi], bad, got, want);
             }

@@ -106,8 +106,7 @@ void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, 
 
 void op_softmax(float *x, int64_t n) { op_softmax_sink(x, n, NULL); }
 
-/* ggml_vec_soft_max_f32 (op_soft_max_sum) on path ISA. */
-static double exp_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa)
+double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa)
 {
     double sum = 0.0;
     int64_t i = 0, nv = n - n % 16;
@@ -133,18 +132,13 @@ void op_softmax_sink(float *x, int64_t n, const float *sink)
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
     if (sink && *sink > max) max = *sink;
-    double sum = exp_sum_isa(x, x, n, max, kernels_isa_detected());
+    double sum = op_soft_max_sum(x, x, n, max);
     if (sink) sum += (double)expf(*sink - max);
     float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa)
-{
-    return exp_sum_isa(y, x, n, max, isa);
-}
-
 double op_soft_max_sum(float *y, const float *x, int64_t n, float max)
 {
-    return exp_sum_isa(y, x, n, max, kernels_isa_detected());
+    return op_soft_max_sum_isa(y, x, n, max, kernels_isa_detected());
 }
