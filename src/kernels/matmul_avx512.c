@@ -273,6 +273,7 @@ q32_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 #pragma GCC unroll 16
             for (int k = 0; k < 8; k++) {
                 if (pf) prefetch_next(rows, b, wsz, k, 8);
+                if (pf) prefetch_ahead_l1(rows, b, wsz, 2 * k, 2 * k + 2);
                 wv[k] = w32_pair(rows[2 * k], rows[2 * k + 1], b);
             }
         __m512 dw = w32_scale(type, &rs, rows, b);
@@ -479,6 +480,7 @@ k45_group(int five, int nt, const uint8_t *const *rows, const sl_act *x, int64_t
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
             if (pf) prefetch_next(rows, b, bsz, i, 16);
+            if (pf) prefetch_ahead_l1(rows, b, bsz, i, i + 1);
             k45_row(five, nt, rows[i] + (size_t)b * bsz, k4_bcast(&k, i), ak, s + i);
         }
         __m512 dw = load_h16(&rs, (size_t)b * bsz), dmin = load_h16(&rs, (size_t)b * bsz + 2);
@@ -666,6 +668,7 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
             if (pf) prefetch_next(rows, b, bsz, i, 16);
+            if (pf) prefetch_ahead_l1(rows, b, bsz, i, i + 1);
             const uint8_t *blk = rows[i] + (size_t)b * bsz;
             switch (type) {
             case GGML_TYPE_Q2_K: q2k_row(blk, nt, ak, s + i); break;

@@ -7,6 +7,28 @@
 #include <stdint.h>
 #include <xmmintrin.h>
 
+/* The L2 prefetch below lands the next group in L2, but the 16 rows of a
+ * group are still 16 strided streams into L1, which the core's own
+ * prefetchers follow badly: the loads of a memory-bound kernel (Q8_0, one
+ * token) waited on L2 every block.  So rows [i0, i1) are also fetched into
+ * L1 about 128 bytes ahead: blocks under a line every S-th block, S blocks
+ * being about a line (now and then a line is left to the L2 copy), larger
+ * ones a point every 64 bytes.  Kernels whose one-token speed is bound by
+ * their arithmetic (the nibble types) are slowed by the extra instructions
+ * and do not call it. */
+static inline __attribute__((always_inline)) void
+prefetch_ahead_l1(const uint8_t *const *rows, int64_t b, size_t bsz, int i0, int i1)
+{
+    size_t d = (128 + bsz - 1) / bsz;
+    if (bsz < 64) {
+        if ((size_t)b % ((64 + bsz / 2) / bsz)) return;
+        for (int r = i0; r < i1; r++) _mm_prefetch((const char *)rows[r] + ((size_t)b + d) * bsz + bsz - 1, _MM_HINT_T0);
+        return;
+    }
+    for (size_t o = 0; o < bsz; o += 64)
+        for (int r = i0; r < i1; r++) _mm_prefetch((const char *)rows[r] + ((size_t)b + d) * bsz + o, _MM_HINT_T0);
+}
+
 /* The 16 rows of a group are one contiguous chunk (rows[15] + row_bytes is
  * the next group).  While block b of this group is computed, fetch the b-th
  * slice of the next group's chunk, so it streams in sequentially one group
