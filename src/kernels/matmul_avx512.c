@@ -668,7 +668,7 @@ g16_group(uint32_t type, int nt, const uint8_t *const *rows, const sl_act *x, in
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) {
             if (pf) prefetch_next(rows, b, bsz, i, 16);
-            if (pf) prefetch_ahead_l1(rows, b, bsz, i, i + 1);
+            if (pf && type == GGML_TYPE_Q6_K) prefetch_ahead_l1(rows, b, bsz, i, i + 1);
             const uint8_t *blk = rows[i] + (size_t)b * bsz;
             switch (type) {
             case GGML_TYPE_Q2_K: q2k_row(blk, nt, ak, s + i); break;

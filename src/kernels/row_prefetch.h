@@ -14,8 +14,8 @@
  * L1 about 128 bytes ahead: blocks under a line every S-th block, S blocks
  * being about a line (now and then a line is left to the L2 copy), larger
  * ones a point every 64 bytes.  Kernels whose one-token speed is bound by
- * their arithmetic (the nibble types) are slowed by the extra instructions
- * and do not call it. */
+ * their arithmetic (the nibble types, Q2_K, Q3_K: hot and cold speed about
+ * equal) are slowed by the extra instructions and do not call it. */
 static inline __attribute__((always_inline)) void
 prefetch_ahead_l1(const uint8_t *const *rows, int64_t b, size_t bsz, int i0, int i1)
 {
