@@ -300,11 +300,28 @@ IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
 /* The IQ1 grids hold -1, 0, 1: both types keep grid + 1 (0, 1, 2: unsigned,
  * so no signs to apply) and take the -1 back as minus scale x activation
  * pair sums (token_v). */
+#if IQ_W == 64
+/* Every AVX-512 CPU has a fast pdep (the microcoded ones, AMD before Zen 3,
+ * have no AVX-512), so there the four 11-bit indices of a sub-block are
+ * built in one register, 16 bits each, by two deposits: the low bytes Q
+ * and the high bits H (3 per group, HMASK's bits 8-10 of each 16). */
+static inline __m256i grid64_pdep(const uint64_t *t, uint32_t q, uint64_t h)
+{
+    uint64_t i = _pdep_u64(q, 0x00ff00ff00ff00ffull) | h;
+    return _mm256_setr_epi64x((long long)t[i & 0xffff], (long long)t[i >> 16 & 0xffff],
+                              (long long)t[i >> 32 & 0xffff], (long long)t[i >> 48]);
+}
+#endif
+
 IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
-    int h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
-    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, h, 3, 7), _mm256_set1_epi8(1));
+    unsigned h = kq_le16(b + 34 + 2 * ib); /* index bits 8-10 of group l: bits 3l..3l+2 */
+#if IQ_W == 64
+    c->g = grid64_pdep(kq_iq1s_grid, kq_le32(q), _pdep_u64(h, 0x0700070007000700ull));
+#else
+    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, (int)h, 3, 7), _mm256_set1_epi8(1));
+#endif
     /* its scale and delta sign: decode_iq1_s, for all eight at once */
 }
 
@@ -313,8 +330,12 @@ IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 4 * ib;
     /* nibble l of h: index bits 8-10 of group l, then its delta sign */
-    int h = kq_le16(b + 32 + 2 * ib);
-    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, h, 4, 7), _mm256_set1_epi8(1));
+    unsigned h = kq_le16(b + 32 + 2 * ib);
+#if IQ_W == 64
+    c->g = grid64_pdep(kq_iq1s_grid, kq_le32(q), _pdep_u64(h, 0x0f000f000f000f00ull) & 0x0700070007000700ull);
+#else
+    c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, (int)h, 4, 7), _mm256_set1_epi8(1));
+#endif
     c->dsg = ((uint32_t)h >> 3 & 0x1111u) * 0xfu; /* bit 4l+3 -> lanes 4l..4l+3 */
     /* its two half-block scales: decode_iq1_m, all sixteen at once */
 }
@@ -441,6 +462,9 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
         if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 16 * j;
     }
     *mag = v_cat(g);
+#if IQ_W == 64
+    if (is_iq1(T)) *mag = _mm512_add_epi8(*mag, v_bytes(1)); /* grid + 1, once per vector */
+#endif
     if (T == GGML_TYPE_IQ1_S) *scl = v_scales(p->sc, v);
     else if (T == GGML_TYPE_IQ1_M || T == GGML_TYPE_IQ2_XS || T == GGML_TYPE_IQ2_S) *scl = v_half_scales(p->s16, v);
     else *scl = v_cat(sc);
