@@ -211,21 +211,22 @@ static inline __m256i grid32s(const uint32_t *t, const uint8_t *q)
                              (int)t[q[6]], (int)t[q[7]]);
 }
 
-/* TQ1_0 digit bytes: ((q * p mod 256) * 3) >> 8 per byte (kq_trit), with
- * 16-bit multiplies on the even and odd bytes separately. */
-static inline __m256i trits(__m256i q, __m256i p)
+/* TQ1_0's digits without multiplies: byte products q * 3^k mod 256 by
+ * byte adds (x3: x + x + x; x9: (x << 3, masked to the byte) + x), then the
+ * digit ((x * 3) >> 8, kq_trit) as the top two bits of x' + (x' + 1) / 2
+ * with x' = x - 1 saturated: two rounding averages, equal to the
+ * definition for all 256 bytes (a 16-bit multiply form, even and odd bytes
+ * apart, took twice the operations). */
+static inline __m256i tq1_x3(__m256i x) { return _mm256_add_epi8(x, _mm256_add_epi8(x, x)); }
+static inline __m256i tq1_x9(__m256i x)
 {
-    const __m256i lo8 = _mm256_set1_epi16(0x00ff), three = _mm256_set1_epi16(3);
-    __m256i ev = _mm256_and_si256(_mm256_mullo_epi16(q, p), lo8);
-    __m256i od = _mm256_mullo_epi16(_mm256_andnot_si256(lo8, q), _mm256_srli_epi16(p, 8)); /* (q*p mod 256) << 8 */
-    ev = _mm256_srli_epi16(_mm256_mullo_epi16(ev, three), 8);
-    od = _mm256_slli_epi16(_mm256_mulhi_epu16(od, three), 8);
-    return _mm256_or_si256(ev, od);
+    return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(-8)), x);
 }
-
-static inline __m256i pow_pair(int lo, int hi) /* bytes 0-15 times lo, 16-31 times hi */
+static inline __m256i tq1_digits(__m256i x)
 {
-    return _mm256_set_m128i(_mm_set1_epi8((char)hi), _mm_set1_epi8((char)lo));
+    x = _mm256_subs_epu8(x, _mm256_set1_epi8(1));
+    x = _mm256_avg_epu8(x, _mm256_avg_epu8(x, _mm256_setzero_si256()));
+    return _mm256_and_si256(_mm256_srli_epi16(x, 6), _mm256_set1_epi8(3));
 }
 
 /* TQ1_0 elements 32k..32k+31 (layout in docs/KERNELS.md): qs[0..31] hold
@@ -233,14 +234,55 @@ static inline __m256i pow_pair(int lo, int hi) /* bytes 0-15 times lo, 16-31 tim
  * digits 0-3 of 240+4n+j. */
 static inline __m256i tq1_chunk(const uint8_t *b, int k)
 {
-    static const uint8_t POW3[5] = {1, 3, 9, 27, 81};
-    if (k < 5) return trits(_mm256_loadu_si256((const __m256i *)b), _mm256_set1_epi8((char)POW3[k]));
-    __m128i q2 = _mm_loadu_si128((const __m128i *)(b + 32));
-    if (k < 7) return trits(_mm256_set_m128i(q2, q2), pow_pair(POW3[2 * k - 10], POW3[2 * k - 9]));
-    __m128i qh = _mm_set1_epi32((int)kq_le32(b + 48));
-    __m128i ph = _mm_setr_epi8(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
-    return trits(_mm256_set_m128i(qh, q2), _mm256_set_m128i(ph, _mm_set1_epi8(81)));
+    if (k < 5) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)b);
+        __m256i p = k == 0 ? q : k == 1 ? tq1_x3(q) : k == 2 ? tq1_x9(q) : k == 3 ? tq1_x9(tq1_x3(q)) : tq1_x9(tq1_x9(q));
+        return tq1_digits(p);
+    }
+    __m256i r = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + 32)));
+    __m256i r13 = _mm256_blend_epi32(r, tq1_x3(r), 0xf0); /* [q2 | 3 q2] */
+    if (k == 5) return tq1_digits(r13);
+    if (k == 6) return tq1_digits(tq1_x9(r13));
+    __m256i h = _mm256_set1_epi32((int)kq_le32(b + 48));
+    h = _mm256_blend_epi32(h, tq1_x3(h), 0xaa);  /* x1, x3 in each 64 bits */
+    h = _mm256_blend_epi32(h, tq1_x9(h), 0xcc);  /* x1, x3, x9, x27 */
+    return tq1_digits(_mm256_blend_epi32(tq1_x9(tq1_x9(r)), h, 0xf0)); /* [81 q2 | qh] */
 }
+
+#if IQ_W == 64
+/* TQ1_0 on 512-bit vectors, the same operations: vector V holds elements
+ * 64v..64v+63, that is chunks 2v, 2v+1 of tq1_chunk. */
+static inline V tq1_x9v(V x)
+{
+    return _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(x, 3), v_bytes(-8)), x);
+}
+
+static inline V tq1_digitsv(V x)
+{
+    x = _mm512_subs_epu8(x, v_bytes(1));
+    x = _mm512_avg_epu8(x, _mm512_avg_epu8(x, v_zero()));
+    return _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
+}
+
+IQ_INLINE V tq1_vec(const uint8_t *b, int v)
+{
+    const __mmask64 hi = 0xffffffff00000000ull, odd = 0xffff0000ffff0000ull;
+    V q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b));   /* [q | q] */
+    V q13 = _mm512_mask_add_epi8(q, hi, q, _mm512_add_epi8(q, q));          /* [q | 3q] */
+    if (v == 0) return tq1_digitsv(q13);
+    V q927 = tq1_x9v(q13);                                                   /* [9q | 27q] */
+    if (v == 1) return tq1_digitsv(q927);
+    V r = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(b + 32))); /* q2 in each lane */
+    V r13 = _mm512_mask_add_epi8(r, odd, r, _mm512_add_epi8(r, r));          /* [q2, 3q2, q2, 3q2] */
+    if (v == 2) return tq1_digitsv(_mm512_mask_blend_epi64(0xf0, tq1_x9v(q927), r13)); /* [81q | q2, 3q2] */
+    V r927 = tq1_x9v(r13);                                                   /* [9q2, 27q2, ...] */
+    V h = _mm512_set1_epi32((int)kq_le32(b + 48));                           /* qh in each 32 bits */
+    h = _mm512_mask_add_epi8(h, 0xf0f0f0f0f0f0f0f0ull, h, _mm512_add_epi8(h, h)); /* x1, x3 per 64 bits */
+    h = _mm512_mask_blend_epi64(0xaa, h, tq1_x9v(h));                        /* x1, x3, x9, x27 */
+    V t = _mm512_mask_blend_epi64(0x30, r927, tq1_x9v(r927));                /* [9q2, 27q2, 81q2, .] */
+    return tq1_digitsv(_mm512_mask_blend_epi64(0xc0, t, h));
+}
+#endif
 
 /* Sub-block IB of each type's superblock B (layouts: docs/KERNELS.md). */
 IQ_INLINE void sub_iq2_xxs(const uint8_t *b, int ib, sub32 *c)
@@ -443,6 +485,12 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     uint64_t sg = 0, dg = 0;
 #if IQ_W == 32
     S g_sv = _mm256_setzero_si256();
+#endif
+#if IQ_W == 64
+    if (T == GGML_TYPE_TQ1_0) { /* no signs, scale 1 */
+        *mag = tq1_vec(b, v), *scl = v_zero();
+        return;
+    }
 #endif
 #pragma GCC unroll 2
     for (int j = 0; j < IQ_SB; j++) {
