@@ -378,9 +378,27 @@ IQ_INLINE void sub_iq1_m(const uint8_t *b, int ib, sub32 *c)
 #else
     c->g = _mm256_add_epi8(grid64s(kq_iq1s_grid, q, (int)h, 4, 7), _mm256_set1_epi8(1));
 #endif
-    c->dsg = ((uint32_t)h >> 3 & 0x1111u) * 0xfu; /* bit 4l+3 -> lanes 4l..4l+3 */
+#if IQ_W == 32 /* AVX-512: iq1m_delta_signs, a vector at once */
+    c->dsg = (h >> 3 & 0x1111u) * 0xfu; /* bit 4l+3 -> lanes 4l..4l+3 */
+#endif
     /* its two half-block scales: decode_iq1_m, all sixteen at once */
 }
+
+#if IQ_W == 64
+/* IQ1_M's delta signs of vector V as a mask of its int16 lanes: lane
+ * 16j + 4l + i (sub-block 2v + j, group l) takes bit 3 + 4 (l & 1) of qh
+ * byte 4v + 2j + l / 2.  A byte shuffle puts that byte in the lane's high
+ * byte, a shift moves the bit to bit 15, and movepi16 reads the 32 signs. */
+static inline S iq1m_delta_signs(const uint8_t *b, int v)
+{
+    const V pick = _mm512_set_epi64(0x0303030303030303ll, 0x0303030303030303ll, 0x0202020202020202ll,
+                                     0x0202020202020202ll, 0x0101010101010101ll, 0x0101010101010101ll, 0, 0);
+    const V up = _mm512_set_epi64(0, 0x0004000400040004ll, 0, 0x0004000400040004ll, 0, 0x0004000400040004ll, 0,
+                                  0x0004000400040004ll); /* l even: bit 3 (11 of the word) up by 4 */
+    V h = _mm512_shuffle_epi8(_mm512_set1_epi32((int)kq_le32(b + 32 + 4 * v)), pick);
+    return (S)_mm512_movepi16_mask(_mm512_sllv_epi16(h, up));
+}
+#endif
 
 /* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m]. */
 static inline __m256i tq2_chunk(const uint8_t *b, int k)
@@ -482,9 +500,10 @@ IQ_INLINE void decode_pre(uint32_t T, const uint8_t *b, wpre *p)
 IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *mag, V *scl, S *sgn, S *dsg)
 {
     __m256i g[IQ_SB], sc[IQ_SB];
-    uint64_t sg = 0, dg = 0;
+    uint64_t sg = 0;
 #if IQ_W == 32
     S g_sv = _mm256_setzero_si256();
+    uint32_t dg = 0;
 #endif
 #if IQ_W == 64
     if (T == GGML_TYPE_TQ1_0) { /* no signs, scale 1 */
@@ -507,7 +526,9 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
             sc[j] = _mm256_set_m128i(_mm_set1_epi16(c.s1), _mm_set1_epi16(c.s0));
             sg |= (uint64_t)c.sg << 32 * j;
         }
-        if (T == GGML_TYPE_IQ1_M) dg |= (uint64_t)c.dsg << 16 * j;
+#if IQ_W == 32
+        if (T == GGML_TYPE_IQ1_M) dg = c.dsg;
+#endif
     }
     *mag = v_cat(g);
 #if IQ_W == 64
@@ -520,7 +541,11 @@ IQ_INLINE void decode_v(uint32_t T, const uint8_t *b, const wpre *p, int v, V *m
     if (TABLE_SIGNS(T)) *sgn = g_sv; /* one sub-block per vector */
     else
 #endif
+#if IQ_W == 64
+    if (T == GGML_TYPE_IQ1_M) *dsg = iq1m_delta_signs(b, v);
+#else
     if (T == GGML_TYPE_IQ1_M) *dsg = s_bits16(dg);
+#endif
     else if (elem_signs(T)) *sgn = s_bits(sg);
 }
 
