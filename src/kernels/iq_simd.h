@@ -183,7 +183,9 @@ static inline uint64_t le64(const uint8_t *p)
  * inserts, whichever measured faster per type on this machine (AMD Zen 4,
  * bench_kernels decode, 1 thread): scalar loads for IQ1_S, IQ2_XXS, IQ2_XS,
  * IQ2_S and IQ3_XXS (+20-40%), gathers for IQ3_S (scalar loads were 5-20%
- * slower there).  IQ1_M: scalar loads since it stopped applying signs (on
+ * slower there).  On a Zen 5 gathers are slow (IQ1 with one 8-point
+ * gather per vector: 0.6x), and the AVX-512 body takes IQ3_S's indices
+ * from pdep and scalar loads (1.3x its gathers).  IQ1_M: scalar loads since it stopped applying signs (on
  * a Zen 5: 5% faster than gathers of 4, no slower than gathers of 8).
  * Indices must never go through a stack array read back as a vector (a
  * store-to-load forwarding stall per sub-block). */
@@ -197,6 +199,20 @@ static inline __m256i grid64s(const uint64_t *t, const uint8_t *q, int h, int st
                               (long long)t[q[2] | ((h >> 2 * step) & mask) << 8],
                               (long long)t[q[3] | ((h >> 3 * step) & mask) << 8]);
 }
+
+#if IQ_W == 64
+/* Every AVX-512 CPU has a fast pdep (the microcoded ones, AMD before Zen 3,
+ * have no AVX-512), so there four 9- to 11-bit indices are built in one
+ * register, 16 bits each, by deposits: the low bytes Q here, the high bits
+ * H by the caller's deposit into bits 8 and up of each field (IQ1_S,
+ * IQ1_M, IQ2_S; IQ3_S the same way with 4-byte points). */
+static inline __m256i grid64_pdep(const uint64_t *t, uint32_t q, uint64_t h)
+{
+    uint64_t i = _pdep_u64(q, 0x00ff00ff00ff00ffull) | h;
+    return _mm256_setr_epi64x((long long)t[i & 0xffff], (long long)t[i >> 16 & 0xffff],
+                              (long long)t[i >> 32 & 0xffff], (long long)t[i >> 48]);
+}
+#endif
 
 static inline __m256i grid32(const uint32_t *t, __m256i idx)
 {
@@ -315,7 +331,11 @@ IQ_INLINE void sub_iq2_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
     int h = b[66 + ib]; /* index bits 8-9 of group l: bits 2l, 2l+1 */
+#if IQ_W == 64
+    c->g = grid64_pdep(kq_iq2s_grid, kq_le32(q), _pdep_u64((unsigned)h, 0x0300030003000300ull));
+#else
     c->g = grid64s(kq_iq2s_grid, q, h, 2, 3);
+#endif
     c->sg = kq_le32(b + 34 + 4 * ib);
     c->s0 = (int16_t)(2 * (b[74 + ib] & 15) + 1), c->s1 = (int16_t)(2 * (b[74 + ib] >> 4) + 1);
 }
@@ -330,11 +350,22 @@ IQ_INLINE void sub_iq3_xxs(const uint8_t *b, int ib, sub32 *c)
 
 IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
 {
+#if IQ_W == 64 /* pdep (grid64_pdep): eight 9-bit indices in two registers, scalar loads */
+    uint64_t q = le64(b + 2 + 8 * ib);
+    unsigned h = b[66 + ib];
+    uint64_t i0 = _pdep_u64(q, 0x00ff00ff00ff00ffull) | _pdep_u64(h, 0x0100010001000100ull);
+    uint64_t i1 = _pdep_u64(q >> 32, 0x00ff00ff00ff00ffull) | _pdep_u64(h >> 4, 0x0100010001000100ull);
+    const uint32_t *t = kq_iq3s_grid;
+    c->g = _mm256_setr_epi32((int)t[i0 & 0xffff], (int)t[i0 >> 16 & 0xffff], (int)t[i0 >> 32 & 0xffff],
+                             (int)t[i0 >> 48], (int)t[i1 & 0xffff], (int)t[i1 >> 16 & 0xffff],
+                             (int)t[i1 >> 32 & 0xffff], (int)t[i1 >> 48]);
+#else
     /* index bit 8 of point k: bit k of qh */
     __m256i hi = _mm256_srlv_epi32(_mm256_set1_epi32(b[66 + ib]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     hi = _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), 8);
     __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * ib)));
     c->g = grid32(kq_iq3s_grid, _mm256_or_si256(lo, hi));
+#endif
     c->sg = kq_le32(b + 74 + 4 * ib);
     c->s0 = c->s1 = (int16_t)(2 * ((b[106 + ib / 2] >> 4 * (ib & 1)) & 15) + 1);
 }
@@ -342,18 +373,6 @@ IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
 /* The IQ1 grids hold -1, 0, 1: both types keep grid + 1 (0, 1, 2: unsigned,
  * so no signs to apply) and take the -1 back as minus scale x activation
  * pair sums (token_v). */
-#if IQ_W == 64
-/* Every AVX-512 CPU has a fast pdep (the microcoded ones, AMD before Zen 3,
- * have no AVX-512), so there the four 11-bit indices of a sub-block are
- * built in one register, 16 bits each, by two deposits: the low bytes Q
- * and the high bits H (3 per group, HMASK's bits 8-10 of each 16). */
-static inline __m256i grid64_pdep(const uint64_t *t, uint32_t q, uint64_t h)
-{
-    uint64_t i = _pdep_u64(q, 0x00ff00ff00ff00ffull) | h;
-    return _mm256_setr_epi64x((long long)t[i & 0xffff], (long long)t[i >> 16 & 0xffff],
-                              (long long)t[i >> 32 & 0xffff], (long long)t[i >> 48]);
-}
-#endif
 
 IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
 {
