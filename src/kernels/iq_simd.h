@@ -183,10 +183,11 @@ static inline uint64_t le64(const uint8_t *p)
  * inserts, whichever measured faster per type on this machine (AMD Zen 4,
  * bench_kernels decode, 1 thread): scalar loads for IQ1_S, IQ2_XXS, IQ2_XS,
  * IQ2_S and IQ3_XXS (+20-40%), gathers for IQ3_S (scalar loads were 5-20%
- * slower there).  On a Zen 5 gathers are slow (IQ1 with one 8-point
- * gather per vector: 0.6x), and the AVX-512 body takes IQ3_S's indices
- * from pdep and scalar loads (1.3x its gathers).  IQ1_M: scalar loads since it stopped applying signs (on
+ * slower there).  IQ1_M: scalar loads since it stopped applying signs (on
  * a Zen 5: 5% faster than gathers of 4, no slower than gathers of 8).
+ * Later on that Zen 5, with indices from pdep (grid64_pdep), one 8-point
+ * gather per vector ran IQ1 at 0.6x of scalar loads, and IQ3_S's AVX-512
+ * body moved to scalar loads too (1.3x its gathers).
  * Indices must never go through a stack array read back as a vector (a
  * store-to-load forwarding stall per sub-block). */
 
@@ -373,7 +374,6 @@ IQ_INLINE void sub_iq3_s(const uint8_t *b, int ib, sub32 *c)
 /* The IQ1 grids hold -1, 0, 1: both types keep grid + 1 (0, 1, 2: unsigned,
  * so no signs to apply) and take the -1 back as minus scale x activation
  * pair sums (token_v). */
-
 IQ_INLINE void sub_iq1_s(const uint8_t *b, int ib, sub32 *c)
 {
     const uint8_t *q = b + 2 + 4 * ib;
