@@ -206,7 +206,7 @@ static void bench_decode(uint32_t type, int64_t n, int64_t rows, size_t workset,
     for (int r = 0; r < reps; r++) {
         double t = sl_now();
         for (int k = 0; k < iters; k++) {
-            sl_mat m = {type, n, rows, rb, w + (size_t)(k % nm) * mb, SL_ORDER_SGEMM};
+            sl_mat m = {type, n, rows, rb, w + (size_t)(k % nm) * mb, SL_ORDER_SGEMM, SL_LAYOUT_ROWS};
             matmul(&m, &a, y, (size_t)rows, pool);
         }
         v[r] = (double)mb * iters / (sl_now() - t) / 1e9;
@@ -229,7 +229,7 @@ static void bench_prefill(uint32_t type, int64_t n, int64_t rows, int64_t T, sl_
     for (int64_t i = 0; i < n * T; i++) x[i] = (float)(rnd() % 2000) * 1e-3f - 1.0f;
     sl_act a = {0};
     sl_err err;
-    sl_mat m = {type, n, rows, rb, w, SL_ORDER_SGEMM};
+    sl_mat m = {type, n, rows, rb, w, SL_ORDER_SGEMM, SL_LAYOUT_ROWS};
     double *v = malloc(sizeof(double) * (size_t)reps), *va = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         double t = sl_now();

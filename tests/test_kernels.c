@@ -237,7 +237,7 @@ static void tmat_make(tmat *tm, uint32_t type, int64_t n, int64_t rows, int edge
     tm->type = type, tm->n = n, tm->rows = rows;
     tm->data = malloc(rb * (size_t)rows + 64);
     fill_weights(type, tm->data, rb * (size_t)rows, edges);
-    tm->m = (sl_mat){type, n, rows, rb, tm->data, SL_ORDER_SGEMM};
+    tm->m = (sl_mat){type, n, rows, rb, tm->data, SL_ORDER_SGEMM, SL_LAYOUT_ROWS};
 }
 
 /* ---- fp16 / bf16 ---- */
@@ -662,7 +662,7 @@ static void test_round_trip(void)
                 double e = enc_block(t, x + b * ti->blck_size, row + b * ti->type_size);
                 for (uint32_t i = 0; i < ti->blck_size; i++) bound[b * ti->blck_size + i] = e;
             }
-            sl_mat m = {t, n, 1, ggml_row_bytes(t, n), row, SL_ORDER_SGEMM};
+            sl_mat m = {t, n, 1, ggml_row_bytes(t, n), row, SL_ORDER_SGEMM, SL_LAYOUT_ROWS};
             mat_get_row(&m, 0, out);
             for (int64_t i = 0; i < n; i++)
                 if (!(fabs(out[i] - x[i]) <= bound[i])) {

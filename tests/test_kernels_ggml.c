@@ -165,7 +165,7 @@ static void test_weights(void)
         for (int64_t i = 0; i < n * rows; i++) src[i] = rndf() * 0.05f * (float)(1 + (i / n) % 4);
         for (int64_t i = 0; i < n; i++) imat[i] = 0.5f + (float)(rnd() % 1000) * 1e-3f;
         G.quantize_chunk((int)t, src, w, 0, rows, n, imat);
-        sl_mat m = {t, n, rows, rb, w, SL_ORDER_SGEMM};
+        sl_mat m = {t, n, rows, rb, w, SL_ORDER_SGEMM, SL_LAYOUT_ROWS};
         for (int64_t r = 0; r < rows; r++) {
             mat_get_row(&m, r, out);
             if (G.base((int)t)->to_float)

@@ -166,7 +166,7 @@ static void test_dequant(void)
         size_t rb = ggml_row_bytes(t, (uint64_t)n);
         uint8_t *w = malloc(rb * rows);
         fill(t, w, (size_t)(n / 256 * rows), 1);
-        sl_mat m = {t, n, rows, rb, w, 0};
+        sl_mat m = {t, n, rows, rb, w, 0, SL_LAYOUT_ROWS};
         float out[256 * 12];
         for (int64_t r = 0; r < rows; r++) {
             mat_get_row(&m, r, out);
@@ -205,7 +205,7 @@ static void test_dot(void)
                 else
                     blk[d_off(t)] = (uint8_t)h, blk[d_off(t) + 1] = (uint8_t)(h >> 8);
             }
-        sl_mat m = {t, n, rows, rb, w, 0};
+        sl_mat m = {t, n, rows, rb, w, 0, SL_LAYOUT_ROWS};
         float *x = malloc(sizeof(float) * (size_t)(n * T)), y[20 * 3];
         rand_x(x, n * T);
         sl_act a = {0};
@@ -261,7 +261,7 @@ static void test_bit_identity(void)
             size_t rb = ggml_row_bytes(t, (uint64_t)n);
             uint8_t *w = malloc(rb * rows);
             fill(t, w, (size_t)(n / 256 * rows), 1);
-            sl_mat m = {t, n, rows, rb, w, 0};
+            sl_mat m = {t, n, rows, rb, w, 0, SL_LAYOUT_ROWS};
             float *x = malloc(sizeof(float) * (size_t)(n * T));
             rand_x(x, n * T);
             size_t ysz = sizeof(float) * (size_t)(rows * T);
@@ -336,7 +336,7 @@ static void test_extremes(void)
         uint8_t *w = malloc(rb * rows);
         fill(t, w, (size_t)(n / 256 * rows), 0);
         for (int64_t b = 0; b < n / 256 * rows; b++) max_scales(t, w + (size_t)b * bs);
-        sl_mat m = {t, n, rows, rb, w, 0};
+        sl_mat m = {t, n, rows, rb, w, 0, SL_LAYOUT_ROWS};
         /* token r follows row r's signs: every product of that pair is positive */
         float *x = malloc(sizeof(float) * (size_t)(n * rows));
         for (int64_t r = 0; r < rows; r++)
@@ -382,7 +382,7 @@ static void test_long_rows(void)
         size_t rb = ggml_row_bytes(t, (uint64_t)n);
         uint8_t *w = malloc(rb * rows);
         fill(t, w, (size_t)(n / 256 * rows), 1);
-        sl_mat m = {t, n, rows, rb, w, 0};
+        sl_mat m = {t, n, rows, rb, w, 0, SL_LAYOUT_ROWS};
         float *x = malloc(sizeof(float) * (size_t)(n * T));
         rand_x(x, n * T);
         size_t ysz = sizeof(float) * (size_t)(rows * T);

@@ -213,7 +213,7 @@ int check_gqa(const sl_model *m, bool full_rotary, sl_err *err);
 
 /* ---- tensor binding (model.c) ---- */
 
-enum { T_OPTIONAL = 1 };
+enum { T_OPTIONAL = 1, T_INTERLEAVE = 2 };
 
 /* Binds "blk.IL.NAME" (IL < 0: NAME as is) as a matrix of ne0 x ne1 (ne1 = 1
  * with ne0 only is not allowed here: use bind_vec).  Returns 0 on success

@@ -199,15 +199,20 @@ static int spine_read(const sl_model *m, const gguf_tensor *t, void *dst, sl_err
     return m->dry ? 0 : gguf_read_tensor(m->g, t, 0, dst, t->nbytes, err);
 }
 
-static int load_mat(sl_model *m, sl_mat *w, const gguf_tensor *t, int64_t ne0, int64_t ne1, sl_err *err)
+/* T_INTERLEAVE: Q8_0 weights are interleaved by 16 rows (kernels.h) when
+ * the CPU has the AVX-512 kernel that gains from it; the other paths read
+ * that layout too (same bits), only slower than GGUF's rows. */
+static int load_mat(sl_model *m, sl_mat *w, const gguf_tensor *t, int64_t ne0, int64_t ne1, int flags, sl_err *err)
 {
-    void *p = spine_alloc(m, t->nbytes, t->name, err);
-    if (!p || spine_read(m, t, p, err)) return -1;
     w->type = t->type;
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->row_bytes = (size_t)ggml_row_bytes(t->type, (uint64_t)ne0);
+    bool il = (flags & T_INTERLEAVE) && mat_interleavable(w) && kernels_isa_detected() >= SL_ISA_AVX512;
+    void *p = spine_alloc(m, il ? mat_interleaved_bytes(w) : t->nbytes, t->name, err); /* a dry load plans it too */
+    if (!p || spine_read(m, t, p, err)) return -1;
     w->data = p;
+    if (il && !m->dry && mat_interleave(w, p)) return sl_errf(err, "out of memory interleaving '%s'", t->name);
     return 0;
 }
 
@@ -221,7 +226,7 @@ int bind_mat(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int6
     if (find_checked(m, &t, full, ne, 2, flags, err)) return -1;
     if (!t) return 0;
     if (check_matmul_type(m, t, err)) return -1;
-    return load_mat(m, w, t, ne0, ne1, err);
+    return load_mat(m, w, t, ne0, ne1, flags, err);
 }
 
 int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, int flags,
@@ -235,7 +240,7 @@ int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int
     if (find_checked(m, &t, full, ne, 3, flags, err)) return -1;
     if (!t) return 0;
     if (check_matmul_type(m, t, err)) return -1;
-    return load_mat(m, w, t, ne0, ne1, err);
+    return load_mat(m, w, t, ne0, ne1, flags, err);
 }
 
 int bind_f32(sl_model *m, const float **v, int il, const char *name, const int64_t *ne, int nd, int flags,
@@ -319,9 +324,15 @@ int bind_expert_vec(sl_model *m, int *part, int il, const char *name, int64_t n,
 int bind_io(sl_model *m, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    if (bind_mat(m, &m->tok_embd, -1, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, err)) return -1;
+    /* the output projection is a decode step's largest product and a
+     * verification's most repeated one: interleaved (with a tied embedding,
+     * the embedding too: row lookups read either layout) */
+    bool tied = !gguf_find_tensor(m->g, "output.weight");
+    if (bind_mat(m, &m->tok_embd, -1, "token_embd.weight", hp->n_embd, hp->n_vocab, tied ? T_INTERLEAVE : 0, err))
+        return -1;
     if (bind_vec(m, &m->output_norm, -1, "output_norm.weight", hp->n_embd, 0, err)) return -1;
-    if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL, err)) return -1;
+    if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL | T_INTERLEAVE, err))
+        return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     return 0;
 }

@@ -199,6 +199,14 @@ static void dq_iq4_xs(const blk_iq4_xs *b, int64_t nb, float *y)
 
 void mat_get_row(const sl_mat *w, int64_t r, float *out)
 {
+    if (w->layout == SL_LAYOUT_Q8_0_R16) {
+        for (int64_t b = 0; b < w->ne0 / QK; b++) {
+            blk_q8_0 blk;
+            kq_r16_block(w, r, b, &blk);
+            dq_q8_0(&blk, 1, out + b * QK);
+        }
+        return;
+    }
     const void *row = (const char *)w->data + (size_t)r * w->row_bytes;
     int64_t n = w->ne0;
     switch (w->type) {

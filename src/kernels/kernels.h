@@ -32,13 +32,19 @@
  * ignore it. */
 enum { SL_ORDER_SGEMM = 0, SL_ORDER_VEC_DOT = 1 };
 
-/* A weight matrix in GGUF layout: ne1 rows of ne0 elements, rows row_bytes apart. */
+/* How a matrix's bytes are arranged: GGUF's rows, or (Q8_0 only, made by
+ * mat_interleave) groups of 16 rows interleaved for the SIMD kernels. */
+enum { SL_LAYOUT_ROWS = 0, SL_LAYOUT_Q8_0_R16 = 1 };
+
+/* A weight matrix: ne1 rows of ne0 elements, in GGUF layout rows row_bytes
+ * apart (an interleaved layout keeps row_bytes as GGUF's row size). */
 typedef struct {
     uint32_t type;    /* ggml_type */
     int64_t ne0, ne1; /* in-features (row length), out-features (row count) */
     size_t row_bytes;
     const void *data;
     uint8_t order;    /* SL_ORDER_*; zero (sgemm) unless set */
+    uint8_t layout;   /* SL_LAYOUT_*; zero (GGUF rows) unless interleaved */
 } sl_mat;
 
 /* Activation rows converted to the vec_dot_type of some weight type. */
@@ -93,6 +99,15 @@ typedef struct {
  * in one pool dispatch, splitting the rows of all of them over the threads:
  * one wake-up instead of N.  Outputs are bit-identical to N matmul() calls. */
 void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool);
+
+/* Interleaving (interleave.c): whether W can be interleaved, the bytes its buffer needs for
+ * it (rows rounded up to 16), and the interleaving itself, in place: BUF must be
+ * W's data, writable, and hold mat_interleaved_bytes.  Products and row lookups
+ * give the same bits either way.  -1 (nothing changed) if W cannot
+ * be interleaved or memory runs out. */
+bool mat_interleavable(const sl_mat *w);
+size_t mat_interleaved_bytes(const sl_mat *w);
+int mat_interleave(sl_mat *w, void *buf);
 
 /* Dequantises row R of W into N floats (embedding lookups, tests). */
 void mat_get_row(const sl_mat *w, int64_t r, float *out);

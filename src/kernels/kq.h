@@ -117,6 +117,20 @@ static inline int kq_iq4xs_scale(const blk_iq4_xs *b, int ib)
     return ls - 32;
 }
 
+/* SL_LAYOUT_Q8_0_R16: group g (rows 16g..16g+15, missing rows zero) fills
+ * the 16 * row_bytes bytes where its rows were: first the nb blocks' fp16
+ * scales (block b, row j at [16b + j]), then per block 8 vectors of 64
+ * bytes, vector i holding elements 4i..4i+3 of rows 0..15 (row j at byte
+ * 4j), each quant stored as q + 128. */
+static inline size_t kq_r16_quant_off(int64_t nb) { return (size_t)nb * 32; }
+static inline const uint8_t *kq_r16_group(const sl_mat *w, int64_t g)
+{
+    return (const uint8_t *)w->data + (size_t)g * 16 * w->row_bytes;
+}
+void kq_r16_block(const sl_mat *w, int64_t r, int64_t b, void *out);
+void kq_rows_r16_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+void kq_rows_r16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+
 /* Rows [r0, r1) of y = W x on one thread.  Each path returns 0 when it has no
  * kernel for this weight type, and the dispatcher falls back to the next one. */
 void kq_rows_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);

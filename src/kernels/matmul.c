@@ -461,6 +461,11 @@ void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
         fill_nan(w, x, y, y_stride, r0, r1);
         return;
     }
+    if (w->layout == SL_LAYOUT_Q8_0_R16) {
+        if (isa >= SL_ISA_AVX512) kq_rows_r16_avx512(w, x, y, y_stride, r0, r1);
+        else kq_rows_r16_scalar(w, x, y, y_stride, r0, r1);
+        return;
+    }
     if (isa >= SL_ISA_AVX512 && kq_rows_avx512(w, x, y, y_stride, r0, r1)) return;
     if (isa >= SL_ISA_AVX2 && kq_rows_avx2(w, x, y, y_stride, r0, r1)) return;
     kq_rows_scalar(w, x, y, y_stride, r0, r1);

@@ -1,0 +1,92 @@
+/* Q8_0 weights interleaved by 16 rows (SL_LAYOUT_Q8_0_R16; kq.h draws the
+ * layout).  In GGUF's row order a 16-row product leaves each row's block sum
+ * spread over 8 lanes, and folding 8 vectors into one of 16 sums costs about
+ * 20 shuffles and adds per block and token, more than the 8 vpdpbusd that
+ * formed them: with one token the memory hides it, with the 2-9 positions
+ * a draft verification multiplies it is the product's whole cost.
+ * Interleaved, dword i of 16 rows is one vector, a broadcast activation dword
+ * feeds all 16 rows, and the sums come out already in row order.  The integer
+ * block sums and the float steps are those of the canonical order, so a
+ * interleaved matrix gives the same bits as the rows it came from. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/kq.h"
+
+bool mat_interleavable(const sl_mat *w)
+{
+    return w->type == GGML_TYPE_Q8_0 && w->layout == SL_LAYOUT_ROWS && w->ne0 > 0 && w->ne0 % QK == 0 &&
+           w->ne1 > 0 && w->row_bytes == (size_t)(w->ne0 / QK) * sizeof(blk_q8_0);
+}
+
+size_t mat_interleaved_bytes(const sl_mat *w)
+{
+    return (size_t)((w->ne1 + 15) / 16) * 16 * w->row_bytes;
+}
+
+/* One group from its (up to 16) rows in GGUF order; missing rows are zero. */
+static void interleave_group(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes)
+{
+    uint16_t *sc = (uint16_t *)dst;
+    uint8_t *q = dst + kq_r16_quant_off(nb);
+    for (int64_t b = 0; b < nb; b++)
+        for (int j = 0; j < 16; j++) {
+            blk_q8_0 blk = {0};
+            if (j < nv) memcpy(&blk, src + (size_t)j * row_bytes + (size_t)b * sizeof blk, sizeof blk);
+            sc[b * 16 + j] = blk.d;
+            for (int e = 0; e < QK; e++) q[(size_t)b * 512 + (size_t)(e / 4) * 64 + (size_t)j * 4 + (size_t)(e % 4)] =
+                (uint8_t)(blk.qs[e] + 128);
+        }
+}
+
+int mat_interleave(sl_mat *w, void *buf)
+{
+    if (!mat_interleavable(w) || buf != w->data) return -1;
+    int64_t nb = w->ne0 / QK;
+    size_t gbytes = 16 * w->row_bytes;
+    uint8_t *tmp = malloc(gbytes);
+    if (!tmp) return -1;
+    /* in place: group g's interleaved bytes occupy exactly its 16 rows' bytes */
+    for (int64_t r = 0; r < w->ne1; r += 16) {
+        int nv = (int)(w->ne1 - r < 16 ? w->ne1 - r : 16);
+        uint8_t *g = (uint8_t *)buf + (size_t)r * w->row_bytes;
+        memcpy(tmp, g, (size_t)nv * w->row_bytes);
+        interleave_group(g, tmp, nv, nb, w->row_bytes);
+    }
+    free(tmp);
+    w->layout = SL_LAYOUT_Q8_0_R16;
+    return 0;
+}
+
+/* Row r's block b back in GGUF form. */
+void kq_r16_block(const sl_mat *w, int64_t r, int64_t b, void *out)
+{
+    int64_t nb = w->ne0 / QK;
+    const uint8_t *g = kq_r16_group(w, r / 16);
+    int j = (int)(r % 16);
+    blk_q8_0 blk;
+    memcpy(&blk.d, g + (size_t)(b * 16 + j) * 2, 2);
+    const uint8_t *q = g + kq_r16_quant_off(nb) + (size_t)b * 512 + (size_t)j * 4;
+    for (int e = 0; e < QK; e++) blk.qs[e] = (int8_t)(q[(e / 4) * 64 + e % 4] - 128);
+    memcpy(out, &blk, sizeof blk);
+}
+
+/* The canonical order (matmul.c's dot_q8_0) on the interleaved layout. */
+void kq_rows_r16_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1)
+{
+    int64_t nb = w->ne0 / QK;
+    for (int64_t t = 0; t < x->rows; t++) {
+        const blk_q8_0 *a = (const blk_q8_0 *)((const char *)x->data + (size_t)t * x->row_bytes);
+        for (int64_t r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                blk_q8_0 wb;
+                kq_r16_block(w, r, b, &wb);
+                int s = 0;
+                for (int e = 0; e < QK; e++) s += wb.qs[e] * a[b].qs[e];
+                acc = fmaf(fp16_to_fp32(wb.d) * fp16_to_fp32(a[b].d), (float)s, acc);
+            }
+            y[(size_t)t * y_stride + (size_t)r] = acc;
+        }
+    }
+}
