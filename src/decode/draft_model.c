@@ -119,14 +119,14 @@ static size_t draft_ctx(int32_t n_ctx, bool xvocab) { return (size_t)n_ctx * (xv
 int draft_model_ram_bytes(const char *path, int32_t n_ctx, int threads, uint64_t *out, sl_err *err)
 {
     sl_model *m;
-    if (model_load(&m, path, &(model_opts){.dry_run = true}, err)) return -1;
+    if (model_load(&m, path, &(model_opts){.dry_run = true, .q8_head = true}, err)) return -1;
     const gguf_file *g = model_gguf(m);
-    uint64_t w = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) w += g->tensors[i].nbytes;
+    int64_t w = model_derived_bytes(m);
+    for (uint64_t i = 0; i < g->n_tensors; i++) w += (int64_t)g->tensors[i].nbytes;
     session_opts so = draft_session_opts();
     /* the cross-vocabulary context bound: the most it could need */
     int32_t c = (int32_t)draft_ctx(n_ctx, true);
-    *out = w + session_kv_bytes(m, c, &so) + session_state_total_bytes(m, &so) +
+    *out = (uint64_t)(w > 0 ? w : 0) + session_kv_bytes(m, c, &so) + session_state_total_bytes(m, &so) +
            session_scratch_bytes(m, c, 0, threads) + (uint64_t)model_n_vocab(m) * (4 + sizeof(sl_cand) * DRAFT_MAX);
     model_free(m);
     return 0;
@@ -138,7 +138,7 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
     *out = NULL;
     draft_model *dm = calloc(1, sizeof *dm);
     if (!dm) return sl_errf(err, "out of memory");
-    if (model_load(&dm->m, path, NULL, err)) {
+    if (model_load(&dm->m, path, &(model_opts){.q8_head = true}, err)) {
         free(dm);
         return -1;
     }

@@ -1,0 +1,85 @@
+/* model_opts.q8_head (drafts): a float output projection, with the tied
+ * embedding, becomes Q8_0 (interleaved on AVX-512), the memory plan counts
+ * the smaller copy, and the logits stay those of the float head up to Q8_0's
+ * rounding.  (That drafting with it changes no output is test_draft's.) */
+#include <math.h>
+
+#include "arch/arch.h"
+#include "arch/model.h"
+#include "t.h"
+
+static const char *const MODELS[] = {
+    "tests/fixtures/lean/models/qwen3-dense-lean-BF16.gguf",    /* tied, BF16 */
+    "tests/fixtures/lean/models/deepseek2-kimik2-lean-F16.gguf", /* tied, F16 */
+};
+
+/* Logits of 8 fixed tokens, every position. */
+static float *logits_of(sl_model *m, sl_err *err)
+{
+    int nv = model_n_vocab(m);
+    int32_t toks[8] = {1, 17, 300, 5, 1200, 77, 9, 2000};
+    float *y = malloc(sizeof(float) * (size_t)nv * 8);
+    sl_session *s = NULL;
+    if (!y || session_create(&s, m, 32, NULL, err) || session_eval(s, toks, 8, y, true, err)) {
+        free(y);
+        y = NULL;
+    }
+    session_free(s);
+    return y;
+}
+
+static void check_model(const char *path)
+{
+    sl_model *plain = NULL, *q8 = NULL, *dry = NULL;
+    sl_err err;
+    if (model_load(&plain, path, NULL, &err) || model_load(&q8, path, &(model_opts){.q8_head = true}, &err) ||
+        model_load(&dry, path, &(model_opts){.q8_head = true, .dry_run = true}, &err)) {
+        T_CHECK(0, "%s: %s", path, err.msg);
+        goto out;
+    }
+    T_CHECK(q8->output.type == GGML_TYPE_Q8_0, "%s: head type %u", path, q8->output.type);
+    T_CHECK(q8->tok_embd.data == q8->output.data, "%s: the tied embedding reads the Q8_0 copy", path);
+    T_CHECK((q8->output.layout == SL_LAYOUT_Q8_0_R16) == (kernels_isa_detected() >= SL_ISA_AVX512),
+            "%s: interleaved exactly on AVX-512", path);
+    T_CHECK(model_derived_bytes(q8) < 0 && model_derived_bytes(dry) == model_derived_bytes(q8) &&
+                model_spine_bytes(dry) == model_spine_bytes(q8) &&
+                (int64_t)model_spine_bytes(q8) == (int64_t)model_spine_bytes(plain) + model_derived_bytes(q8),
+            "%s: the plan counts the copy (derived %lld, spine %llu vs %llu)", path,
+            (long long)model_derived_bytes(q8), (unsigned long long)model_spine_bytes(q8),
+            (unsigned long long)model_spine_bytes(plain));
+    float *a = logits_of(plain, &err), *b = a ? logits_of(q8, &err) : NULL;
+    T_CHECK(a && b, "%s: %s", path, err.msg);
+    int nv = model_n_vocab(plain), same_top = 0;
+    double worst = 0;
+    for (int t = 0; a && b && t < 8; t++) {
+        const float *x = a + (size_t)t * nv, *y = b + (size_t)t * nv;
+        int ax = 0, ay = 0;
+        double mx = 0;
+        for (int i = 0; i < nv; i++) {
+            if (x[i] > x[ax]) ax = i;
+            if (y[i] > y[ay]) ay = i;
+            if (fabs(x[i]) > mx) mx = fabs(x[i]);
+        }
+        for (int i = 0; i < nv; i++)
+            if (fabs(x[i] - y[i]) / mx > worst) worst = fabs(x[i] - y[i]) / mx;
+        same_top += ax == ay;
+    }
+    /* Q8_0 keeps about 8 bits of each weight and of the activations */
+    T_CHECK(worst < 0.05 && same_top >= 6, "%s: worst error %.4f of the largest logit, top token equal at %d of 8",
+            path, worst, same_top);
+    free(a);
+    free(b);
+out:
+    model_free(plain);
+    model_free(q8);
+    model_free(dry);
+}
+
+int main(void)
+{
+    (void)t_shared;
+    t_begin("q8_head: a float head becomes Q8_0 in its place, counted in the plan, logits within Q8_0's rounding");
+    for (size_t i = 0; i < sizeof MODELS / sizeof *MODELS; i++) check_model(MODELS[i]);
+    t_end();
+    return t_done();
+}
