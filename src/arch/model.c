@@ -226,7 +226,7 @@ int bind_mat(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int6
     if (find_checked(m, &t, full, ne, 2, flags, err)) return -1;
     if (!t) return 0;
     if (check_matmul_type(m, t, err)) return -1;
-    return load_mat(m, w, t, ne0, ne1, flags, err);
+    return load_mat(m, w, t, ne0, ne1, flags | T_INTERLEAVE, err); /* 2-D weights are only multiplied */
 }
 
 int bind_mat3(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, int flags,
@@ -380,15 +380,10 @@ static int q8_head(sl_model *m, sl_err *err)
 int bind_io(sl_model *m, sl_err *err)
 {
     const hparams *hp = &m->hp;
-    /* the output projection is a decode step's largest product and a
-     * verification's most repeated one: interleaved (with a tied embedding,
-     * the embedding too: row lookups read either layout) */
-    bool tied = !gguf_find_tensor(m->g, "output.weight");
-    if (bind_mat(m, &m->tok_embd, -1, "token_embd.weight", hp->n_embd, hp->n_vocab, tied ? T_INTERLEAVE : 0, err))
-        return -1;
+    /* bind_mat interleaves Q8_0 (kernels.h); embedding lookups read either layout */
+    if (bind_mat(m, &m->tok_embd, -1, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, err)) return -1;
     if (bind_vec(m, &m->output_norm, -1, "output_norm.weight", hp->n_embd, 0, err)) return -1;
-    if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL | T_INTERLEAVE, err))
-        return -1;
+    if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL, err)) return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     return m->q8_head ? q8_head(m, err) : 0;
 }
