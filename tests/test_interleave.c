@@ -164,11 +164,32 @@ static void test_rows_and_refusals(void)
     t_end();
 }
 
+static void test_many(void)
+{
+    t_begin("mat_interleave_n lays out every matrix at its stride as mat_interleave does one");
+    pair p;
+    T_CHECK(pair_make(&p, 64, 32) == 0, "interleave");
+    size_t one = 32 * p.rows.row_bytes, stride = one + 64;
+    uint8_t *buf = calloc(3, stride);
+    for (int i = 0; i < 3; i++) memcpy(buf + i * stride, p.rbuf, one);
+    sl_mat w = p.rows;
+    w.data = buf;
+    T_CHECK(mat_interleave_n(&w, buf, 3, stride) == 0 && w.layout == SL_LAYOUT_Q8_0_R16, "interleave 3");
+    for (int i = 0; i < 3; i++) {
+        T_CHECK(!memcmp(buf + i * stride, p.ibuf, one), "matrix %d differs from mat_interleave's", i);
+        for (size_t k = one; k < stride; k++) T_CHECK(buf[i * stride + k] == 0, "matrix %d: byte past it written", i);
+    }
+    free(buf);
+    pair_free(&p);
+    t_end();
+}
+
 int main(void)
 {
     (void)t_shared;
     test_products();
     test_threads();
     test_rows_and_refusals();
+    test_many();
     return t_done();
 }

@@ -201,6 +201,7 @@ static sl_mat expert_mat(const sl_mat *geom, const expert_view *v, int part, siz
     sl_mat w = *geom;
     w.data = (const char *)v->parts[part] + off;
     w.order = SL_ORDER_VEC_DOT;
+    w.layout = v->layout[part];
     return w;
 }
 
@@ -358,7 +359,7 @@ static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act
     unsigned char *seen = (unsigned char *)(v + r->n_list);
     memset(seen, 0, (size_t)r->n_list);
     for (;;) {
-        expert_view x;
+        expert_view x = {0};
         int idx = p->ops->next(p, &x, err);
         if (idx == -1) break;
         if (idx < 0 || idx >= r->n_list || x.id != r->list[idx] || seen[idx]) {
@@ -432,7 +433,7 @@ static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa
     bool all = !p->ops->release; /* never waits for a release: take them all */
     if (rc == 0 && all) rc = run_experts_all(s, il, r, xa, xa_up, y, &done, err);
     while (rc == 0 && !all) {
-        expert_view v;
+        expert_view v = {0};
         int idx = p->ops->next(p, &v, err);
         if (idx == -1) break;
         if (idx < 0 || idx >= r->n_list || v.id != r->list[idx]) {

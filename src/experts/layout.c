@@ -39,7 +39,8 @@ int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err 
                        L->g->path, t->name, (long long)ne, L->n_expert);
     uint64_t stride = t->nbytes / (uint64_t)ne;
     l->part_kind[l->n_parts] = -1;
-    l->parts[l->n_parts++] = (expert_part){.file = t->file, .off = t->file_off, .stride = stride, .bytes = stride};
+    l->parts[l->n_parts++] = (expert_part){.file = t->file, .off = t->file_off, .stride = stride, .bytes = stride,
+                                           .type = t->type, .ne0 = t->ne[0], .ne1 = t->n_dims > 2 ? t->ne[1] : 1};
     return 0;
 }
 

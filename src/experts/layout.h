@@ -15,6 +15,8 @@ typedef struct {
     uint64_t off;     /* absolute file offset of expert 0's slice */
     uint64_t stride;  /* bytes from one expert's slice to the next */
     uint64_t bytes;   /* bytes of one expert's slice */
+    uint32_t type;    /* ggml_type of the tensor */
+    int64_t ne0, ne1; /* one expert's matrix: ne1 rows of ne0 (ne1 = 1 for a vector) */
 } expert_part;
 
 typedef struct {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "util/bigbuf.h"
 #include "util/fileio.h"
 
@@ -10,6 +11,7 @@ typedef struct {
     int n_parts;
     const unsigned char *data[EXPERT_MAX_PARTS];
     uint64_t stride[EXPERT_MAX_PARTS];
+    uint8_t layout[EXPERT_MAX_PARTS];
 } mem_layer;
 
 typedef struct {
@@ -51,7 +53,10 @@ static int mp_next(expert_provider *p, expert_view *v, sl_err *err)
     const mem_layer *L = &m->layers[m->layer];
     memset(v, 0, sizeof *v);
     v->id = m->ids[i];
-    for (int k = 0; k < L->n_parts; k++) v->parts[k] = L->data[k] + (uint64_t)v->id * L->stride[k];
+    for (int k = 0; k < L->n_parts; k++) {
+        v->parts[k] = L->data[k] + (uint64_t)v->id * L->stride[k];
+        v->layout[k] = L->layout[k];
+    }
     return i;
 }
 
@@ -77,6 +82,23 @@ static const expert_provider_ops mem_ops = {
     .begin = mp_begin, .next = mp_next, .release = NULL, .end = mp_end, .hint = NULL, .destroy = mp_destroy,
 };
 
+/* Q8_0 experts in RAM are interleaved by 16 rows (kernels.h), on the
+ * AVX-512 CPUs whose kernel gains from it, when every 16-row group lies
+ * inside one expert and a fused gate+up's halves start on a group (rows a
+ * multiple of 32); the slices keep their size.  Streamed experts keep
+ * GGUF's rows: interleaving after each read would cost more than it saves. */
+static void interleave_part(mem_provider *m, mem_layer *ml, int k, const expert_part *part, unsigned char *buf)
+{
+    sl_mat w = {.type = part->type, .ne0 = part->ne0, .ne1 = part->ne1,
+                .row_bytes = (size_t)ggml_row_bytes(part->type, (uint64_t)part->ne0)};
+    if (kernels_isa_detected() < SL_ISA_AVX512 || !mat_interleavable(&w) || w.ne1 % 32 ||
+        (uint64_t)w.row_bytes * (uint64_t)w.ne1 != part->bytes)
+        return;
+    w.data = buf;
+    if (mat_interleave_n(&w, buf, (size_t)m->n_expert, (size_t)part->stride) == 0) /* else (no memory) rows */
+        ml->layout[k] = SL_LAYOUT_Q8_0_R16;
+}
+
 /* One part: all n_expert slices, read in one go (they are usually one
  * contiguous tensor). */
 static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout *L, const expert_part *part,
@@ -94,6 +116,7 @@ static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout 
     ml->data[k] = buf;
     ml->stride[k] = stride;
     m->bytes += len;
+    interleave_part(m, ml, k, part, buf);
     return 0;
 }
 

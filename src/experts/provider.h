@@ -24,6 +24,10 @@ enum { EXPERT_MAX_PARTS = 6 };
 typedef struct {
     int32_t id;
     const void *parts[EXPERT_MAX_PARTS];
+    /* SL_LAYOUT_* of each part (kernels.h): the in-RAM provider interleaves
+     * Q8_0 experts; the caller zeroes the view, so a provider that never
+     * sets it hands out GGUF rows */
+    uint8_t layout[EXPERT_MAX_PARTS];
 } expert_view;
 
 typedef struct expert_provider expert_provider;

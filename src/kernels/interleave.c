@@ -39,24 +39,26 @@ static void interleave_group(uint8_t *dst, const uint8_t *src, int nv, int64_t n
         }
 }
 
-int mat_interleave(sl_mat *w, void *buf)
+int mat_interleave_n(sl_mat *w, void *buf, size_t n, size_t stride)
 {
     if (!mat_interleavable(w) || buf != w->data) return -1;
     int64_t nb = w->ne0 / QK;
-    size_t gbytes = 16 * w->row_bytes;
-    uint8_t *tmp = malloc(gbytes);
+    uint8_t *tmp = malloc(16 * w->row_bytes); /* before any change: all or nothing */
     if (!tmp) return -1;
     /* in place: group g's interleaved bytes occupy exactly its 16 rows' bytes */
-    for (int64_t r = 0; r < w->ne1; r += 16) {
-        int nv = (int)(w->ne1 - r < 16 ? w->ne1 - r : 16);
-        uint8_t *g = (uint8_t *)buf + (size_t)r * w->row_bytes;
-        memcpy(tmp, g, (size_t)nv * w->row_bytes);
-        interleave_group(g, tmp, nv, nb, w->row_bytes);
-    }
+    for (size_t i = 0; i < n; i++)
+        for (int64_t r = 0; r < w->ne1; r += 16) {
+            int nv = (int)(w->ne1 - r < 16 ? w->ne1 - r : 16);
+            uint8_t *g = (uint8_t *)buf + i * stride + (size_t)r * w->row_bytes;
+            memcpy(tmp, g, (size_t)nv * w->row_bytes);
+            interleave_group(g, tmp, nv, nb, w->row_bytes);
+        }
     free(tmp);
     w->layout = SL_LAYOUT_Q8_0_R16;
     return 0;
 }
+
+int mat_interleave(sl_mat *w, void *buf) { return mat_interleave_n(w, buf, 1, 0); }
 
 /* Row r's block b back in GGUF form. */
 void kq_r16_block(const sl_mat *w, int64_t r, int64_t b, void *out)

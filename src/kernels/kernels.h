@@ -108,6 +108,9 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool);
 bool mat_interleavable(const sl_mat *w);
 size_t mat_interleaved_bytes(const sl_mat *w);
 int mat_interleave(sl_mat *w, void *buf);
+/* The same for N matrices of W's shape at BUF + i * STRIDE (experts), all
+ * or none: W's layout then says how every one of them is laid out. */
+int mat_interleave_n(sl_mat *w, void *buf, size_t n, size_t stride);
 
 /* Dequantises row R of W into N floats (embedding lookups, tests). */
 void mat_get_row(const sl_mat *w, int64_t r, float *out);
