@@ -183,8 +183,8 @@ struct sl_model {
     size_t n_bufs, cap_bufs;
     uint64_t spine_bytes;
     bool dry; /* model_opts.dry_run: shapes and sizes only, no weights */
-    bool q8_head; /* model_opts.q8_head */
-    int64_t derived_bytes; /* spine bytes beyond the file's tensors (the Q8_0 head), net */
+    bool q8_weights; /* model_opts.q8_weights */
+    int64_t derived_bytes; /* spine bytes beyond the file's tensors (Q8_0 copies), net */
 };
 
 /* What layer IL keeps (ops->cache, or the GQA default). */

@@ -199,6 +199,61 @@ static int spine_read(const sl_model *m, const gguf_tensor *t, void *dst, sl_err
     return m->dry ? 0 : gguf_read_tensor(m->g, t, 0, dst, t->nbytes, err);
 }
 
+/* Frees spine buffer P (a tensor replaced by a derived copy). */
+static void spine_release(sl_model *m, const void *p, uint64_t bytes)
+{
+    for (size_t i = 0; i < m->n_bufs; i++)
+        if (m->bufs[i] == p) {
+            free(m->bufs[i]);
+            m->bufs[i] = m->bufs[--m->n_bufs];
+            m->spine_bytes -= (bytes + 63) & ~(uint64_t)63;
+            return;
+        }
+}
+
+/* Rows of float matrix W as Q8_0 rows at DST, 64 at a time. */
+static int quantize_q8_0(const sl_mat *w, uint8_t *dst, size_t row_bytes, sl_err *err)
+{
+    float *x = malloc(sizeof(float) * 64 * (size_t)w->ne0);
+    sl_act a = {0};
+    int rc = x ? 0 : sl_errf(err, "out of memory");
+    for (int64_t r = 0; !rc && r < w->ne1; r += 64) {
+        int n = (int)(w->ne1 - r < 64 ? w->ne1 - r : 64);
+        for (int i = 0; i < n; i++) mat_get_row(w, r + i, x + (size_t)i * (size_t)w->ne0);
+        rc = act_prepare(&a, GGML_TYPE_Q8_0, x, w->ne0, n, (size_t)w->ne0, NULL, err);
+        if (!rc && a.row_bytes != row_bytes) rc = sl_errf(err, "Q8_0 rows of %zu bytes, not %zu", a.row_bytes, row_bytes);
+        for (int i = 0; !rc && i < n; i++)
+            memcpy(dst + (size_t)(r + i) * row_bytes, (const char *)a.data + (size_t)i * a.row_bytes, row_bytes);
+    }
+    act_free(&a);
+    free(x);
+    return rc;
+}
+
+/* model_opts.q8_weights: float matrix O requantized to Q8_0 (and
+ * interleaved where that pays) in place of the float one.  For a draft,
+ * whose logits only choose what to propose: a small draft's f16 head cost
+ * about what the target's whole decode step does, and drafting pays only
+ * if drafts are cheap. */
+static int requant_q8(sl_model *m, sl_mat *o, sl_err *err)
+{
+    if ((o->type != GGML_TYPE_F32 && o->type != GGML_TYPE_F16 && o->type != GGML_TYPE_BF16) || o->ne0 % 32) return 0;
+    sl_mat q = {.type = GGML_TYPE_Q8_0, .ne0 = o->ne0, .ne1 = o->ne1,
+                .row_bytes = (size_t)ggml_row_bytes(GGML_TYPE_Q8_0, (uint64_t)o->ne0)};
+    bool il = mat_interleavable(&q) && kernels_isa_detected() >= SL_ISA_AVX512;
+    uint8_t *p = spine_alloc(m, il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1, "a Q8_0 copy", err);
+    if (!p) return -1;
+    q.data = p;
+    if (!m->dry && quantize_q8_0(o, p, q.row_bytes, err)) return -1;
+    if (il && !m->dry && mat_interleave(&q, p)) return sl_errf(err, "out of memory interleaving a Q8_0 copy");
+    /* the float matrix goes (a tied embedding's lookups read the copy) */
+    m->derived_bytes += (int64_t)(il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1);
+    spine_release(m, o->data, (uint64_t)o->row_bytes * (uint64_t)o->ne1);
+    m->derived_bytes -= (int64_t)(o->row_bytes * (size_t)o->ne1);
+    *o = q;
+    return 0;
+}
+
 /* T_INTERLEAVE: Q8_0 weights are interleaved by 16 rows (kernels.h) when
  * the CPU has the AVX-512 kernel that gains from it; the other paths read
  * that layout too (same bits), only slower than GGUF's rows. */
@@ -213,7 +268,7 @@ static int load_mat(sl_model *m, sl_mat *w, const gguf_tensor *t, int64_t ne0, i
     if (!p || spine_read(m, t, p, err)) return -1;
     w->data = p;
     if (il && !m->dry && mat_interleave(w, p)) return sl_errf(err, "out of memory interleaving '%s'", t->name);
-    return 0;
+    return (flags & T_INTERLEAVE) && m->q8_weights ? requant_q8(m, w, err) : 0;
 }
 
 int bind_mat(sl_model *m, sl_mat *w, int il, const char *name, int64_t ne0, int64_t ne1, int flags, sl_err *err)
@@ -321,62 +376,6 @@ int bind_expert_vec(sl_model *m, int *part, int il, const char *name, int64_t n,
     return 0;
 }
 
-/* Frees spine buffer P (a tensor replaced by a derived copy). */
-static void spine_release(sl_model *m, const void *p, uint64_t bytes)
-{
-    for (size_t i = 0; i < m->n_bufs; i++)
-        if (m->bufs[i] == p) {
-            free(m->bufs[i]);
-            m->bufs[i] = m->bufs[--m->n_bufs];
-            m->spine_bytes -= (bytes + 63) & ~(uint64_t)63;
-            return;
-        }
-}
-
-/* Rows of float matrix W as Q8_0 rows at DST, 64 at a time. */
-static int quantize_q8_0(const sl_mat *w, uint8_t *dst, size_t row_bytes, sl_err *err)
-{
-    float *x = malloc(sizeof(float) * 64 * (size_t)w->ne0);
-    sl_act a = {0};
-    int rc = x ? 0 : sl_errf(err, "out of memory");
-    for (int64_t r = 0; !rc && r < w->ne1; r += 64) {
-        int n = (int)(w->ne1 - r < 64 ? w->ne1 - r : 64);
-        for (int i = 0; i < n; i++) mat_get_row(w, r + i, x + (size_t)i * (size_t)w->ne0);
-        rc = act_prepare(&a, GGML_TYPE_Q8_0, x, w->ne0, n, (size_t)w->ne0, NULL, err);
-        if (!rc && a.row_bytes != row_bytes) rc = sl_errf(err, "Q8_0 rows of %zu bytes, not %zu", a.row_bytes, row_bytes);
-        for (int i = 0; !rc && i < n; i++)
-            memcpy(dst + (size_t)(r + i) * row_bytes, (const char *)a.data + (size_t)i * a.row_bytes, row_bytes);
-    }
-    act_free(&a);
-    free(x);
-    return rc;
-}
-
-/* model_opts.q8_head: a float output projection requantized to Q8_0 (and
- * interleaved where that pays), in place of the float one.  For a draft, whose logits only choose
- * what to propose: a small draft's f16 head costs about what the target's
- * whole decode step does, and drafting pays only if drafts are cheap. */
-static int q8_head(sl_model *m, sl_err *err)
-{
-    sl_mat *o = &m->output;
-    if ((o->type != GGML_TYPE_F32 && o->type != GGML_TYPE_F16 && o->type != GGML_TYPE_BF16) || o->ne0 % 32) return 0;
-    sl_mat q = {.type = GGML_TYPE_Q8_0, .ne0 = o->ne0, .ne1 = o->ne1,
-                .row_bytes = (size_t)ggml_row_bytes(GGML_TYPE_Q8_0, (uint64_t)o->ne0)};
-    bool il = mat_interleavable(&q) && kernels_isa_detected() >= SL_ISA_AVX512;
-    uint8_t *p = spine_alloc(m, il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1, "output.weight (Q8_0)", err);
-    if (!p) return -1;
-    q.data = p;
-    if (!m->dry && quantize_q8_0(o, p, q.row_bytes, err)) return -1;
-    if (il && !m->dry && mat_interleave(&q, p)) return sl_errf(err, "out of memory interleaving the Q8_0 head");
-    /* the float matrix goes (a tied embedding's lookups read the copy) */
-    m->derived_bytes += (int64_t)(il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1);
-    spine_release(m, o->data, (uint64_t)o->row_bytes * (uint64_t)o->ne1);
-    m->derived_bytes -= (int64_t)(o->row_bytes * (size_t)o->ne1);
-    if (m->tok_embd.data == o->data) m->tok_embd = q;
-    *o = q;
-    return 0;
-}
-
 int bind_io(sl_model *m, sl_err *err)
 {
     const hparams *hp = &m->hp;
@@ -385,7 +384,7 @@ int bind_io(sl_model *m, sl_err *err)
     if (bind_vec(m, &m->output_norm, -1, "output_norm.weight", hp->n_embd, 0, err)) return -1;
     if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL, err)) return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    return m->q8_head ? q8_head(m, err) : 0;
+    return 0;
 }
 
 /* ------------------------------------------------------- hyperparameters */
@@ -638,7 +637,7 @@ int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err 
         m->own_provider = opts->own_provider;
     }
     m->dry = opts && opts->dry_run;
-    m->q8_head = opts && opts->q8_head;
+    m->q8_weights = opts && opts->q8_weights;
     if (gguf_open(&m->g, path, err) || find_arch(m, err) || load_hparams(m, err)) goto fail;
     if (vocab_load(&m->vocab, m->g, err)) goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);

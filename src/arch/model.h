@@ -41,11 +41,11 @@ typedef struct {
      * and attach no provider: for planning (sluice inspect --mem).  Such a
      * model must not be evaluated. */
     bool dry_run;
-    /* A float output projection (and a tied embedding with it) is
-     * requantized to Q8_0: for a draft model,
+    /* Every float 2-D weight (the output projection, a tied embedding,
+     * attention, dense FFN) is requantized to Q8_0: for a draft model,
      * whose logits only choose proposals (the target verifies them), so its
      * outputs may differ from llama.cpp's while the target's cannot. */
-    bool q8_head;
+    bool q8_weights;
 } model_opts;
 
 int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err *err);
@@ -83,8 +83,8 @@ typedef struct {
 void model_set_route_observer(sl_model *m, const route_observer *o);
 /* Bytes of weights held in RAM for the spine (everything but routed experts). */
 uint64_t model_spine_bytes(const sl_model *m);
-/* Bytes the load added beyond the file's tensor bytes: model_opts.q8_head's
- * copy less the float head it replaced (negative). */
+/* Bytes the load added beyond the file's tensor bytes: model_opts.q8_weights'
+ * copies less the float matrices they replaced (negative). */
 int64_t model_derived_bytes(const sl_model *m);
 
 /* KV cache precision and attention algorithm, as llama.cpp's context

@@ -119,7 +119,7 @@ static size_t draft_ctx(int32_t n_ctx, bool xvocab) { return (size_t)n_ctx * (xv
 int draft_model_ram_bytes(const char *path, int32_t n_ctx, int threads, uint64_t *out, sl_err *err)
 {
     sl_model *m;
-    if (model_load(&m, path, &(model_opts){.dry_run = true, .q8_head = true}, err)) return -1;
+    if (model_load(&m, path, &(model_opts){.dry_run = true, .q8_weights = true}, err)) return -1;
     const gguf_file *g = model_gguf(m);
     int64_t w = model_derived_bytes(m);
     for (uint64_t i = 0; i < g->n_tensors; i++) w += (int64_t)g->tensors[i].nbytes;
@@ -138,7 +138,7 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
     *out = NULL;
     draft_model *dm = calloc(1, sizeof *dm);
     if (!dm) return sl_errf(err, "out of memory");
-    if (model_load(&dm->m, path, &(model_opts){.q8_head = true}, err)) {
+    if (model_load(&dm->m, path, &(model_opts){.q8_weights = true}, err)) {
         free(dm);
         return -1;
     }
