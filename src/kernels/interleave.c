@@ -2,11 +2,12 @@
  * layout).  In GGUF's row order a 16-row product leaves each row's block sum
  * spread over 8 lanes, and folding 8 vectors into one of 16 sums costs about
  * 20 shuffles and adds per block and token, more than the 8 vpdpbusd that
- * formed them: with one token the memory hides it, with the 2-9 positions
- * a draft verification multiplies it is the product's whole cost.
+ * formed them: with one token and cold weights the memory mostly hides it,
+ * with weights in cache or the 2-9 positions a draft verification
+ * multiplies it is most of the product's cost.
  * Interleaved, dword i of 16 rows is one vector, a broadcast activation dword
  * feeds all 16 rows, and the sums come out already in row order.  The integer
- * block sums and the float steps are those of the canonical order, so a
+ * block sums and the float steps are those of the canonical order, so an
  * interleaved matrix gives the same bits as the rows it came from. */
 #include <math.h>
 #include <stdlib.h>
