@@ -240,30 +240,30 @@ static int requant_q8(sl_model *m, sl_mat *o, sl_err *err)
     if ((o->type != GGML_TYPE_F32 && o->type != GGML_TYPE_F16 && o->type != GGML_TYPE_BF16) || o->ne0 % 32) return 0;
     sl_mat q = {.type = GGML_TYPE_Q8_0, .ne0 = o->ne0, .ne1 = o->ne1,
                 .row_bytes = (size_t)ggml_row_bytes(GGML_TYPE_Q8_0, (uint64_t)o->ne0)};
-    bool il = mat_interleavable(&q) && kernels_isa_detected() >= SL_ISA_AVX512;
-    uint8_t *p = spine_alloc(m, il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1, "a Q8_0 copy", err);
+    bool il = mat_interleave_pays(&q);
+    size_t bytes = il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1;
+    uint8_t *p = spine_alloc(m, bytes, "a Q8_0 copy", err);
     if (!p) return -1;
     q.data = p;
     if (!m->dry && quantize_q8_0(o, p, q.row_bytes, err)) return -1;
     if (il && !m->dry && mat_interleave(&q, p)) return sl_errf(err, "out of memory interleaving a Q8_0 copy");
     /* the float matrix goes (a tied embedding's lookups read the copy) */
-    m->derived_bytes += (int64_t)(il ? mat_interleaved_bytes(&q) : q.row_bytes * (size_t)q.ne1);
+    m->derived_bytes += (int64_t)bytes;
     spine_release(m, o->data, (uint64_t)o->row_bytes * (uint64_t)o->ne1);
     m->derived_bytes -= (int64_t)(o->row_bytes * (size_t)o->ne1);
     *o = q;
     return 0;
 }
 
-/* T_INTERLEAVE: Q8_0 weights are interleaved by 16 rows (kernels.h) when
- * the CPU has the AVX-512 kernel that gains from it; the other paths read
- * that layout too (same bits), only slower than GGUF's rows. */
+/* T_INTERLEAVE: Q8_0 weights are interleaved by 16 rows where that pays
+ * (kernels.h: mat_interleave_pays). */
 static int load_mat(sl_model *m, sl_mat *w, const gguf_tensor *t, int64_t ne0, int64_t ne1, int flags, sl_err *err)
 {
     w->type = t->type;
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->row_bytes = (size_t)ggml_row_bytes(t->type, (uint64_t)ne0);
-    bool il = (flags & T_INTERLEAVE) && mat_interleavable(w) && kernels_isa_detected() >= SL_ISA_AVX512;
+    bool il = (flags & T_INTERLEAVE) && mat_interleave_pays(w);
     void *p = spine_alloc(m, il ? mat_interleaved_bytes(w) : t->nbytes, t->name, err); /* a dry load plans it too */
     if (!p || spine_read(m, t, p, err)) return -1;
     w->data = p;

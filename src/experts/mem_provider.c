@@ -82,8 +82,8 @@ static const expert_provider_ops mem_ops = {
     .begin = mp_begin, .next = mp_next, .release = NULL, .end = mp_end, .hint = NULL, .destroy = mp_destroy,
 };
 
-/* Q8_0 experts in RAM are interleaved by 16 rows (kernels.h), on the
- * AVX-512 CPUs whose kernel gains from it, when every 16-row group lies
+/* Q8_0 experts in RAM are interleaved by 16 rows where that pays
+ * (kernels.h: mat_interleave_pays), when every 16-row group lies
  * inside one expert and a fused gate+up's halves start on a group (rows a
  * multiple of 32); the slices keep their size.  Streamed experts keep
  * GGUF's rows: interleaving after each read would cost more than it saves. */
@@ -91,7 +91,7 @@ static void interleave_part(mem_provider *m, mem_layer *ml, int k, const expert_
 {
     sl_mat w = {.type = part->type, .ne0 = part->ne0, .ne1 = part->ne1,
                 .row_bytes = (size_t)ggml_row_bytes(part->type, (uint64_t)part->ne0)};
-    if (kernels_isa_detected() < SL_ISA_AVX512 || !mat_interleavable(&w) || w.ne1 % 32 ||
+    if (!mat_interleave_pays(&w) || w.ne1 % 32 ||
         (uint64_t)w.row_bytes * (uint64_t)w.ne1 != part->bytes)
         return;
     w.data = buf;

@@ -20,6 +20,11 @@ bool mat_interleavable(const sl_mat *w)
            w->ne1 > 0 && w->row_bytes == (size_t)(w->ne0 / QK) * sizeof(blk_q8_0);
 }
 
+bool mat_interleave_pays(const sl_mat *w)
+{
+    return mat_interleavable(w) && kernels_isa_detected() >= SL_ISA_AVX512;
+}
+
 size_t mat_interleaved_bytes(const sl_mat *w)
 {
     return (size_t)((w->ne1 + 15) / 16) * 16 * w->row_bytes;

@@ -106,6 +106,9 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool);
  * give the same bits either way.  -1 (nothing changed) if W cannot
  * be interleaved or memory runs out. */
 bool mat_interleavable(const sl_mat *w);
+/* Interleavable, and this CPU has the kernel that gains from it (AVX-512;
+ * the other paths read the layout too, only slower than GGUF's rows). */
+bool mat_interleave_pays(const sl_mat *w);
 size_t mat_interleaved_bytes(const sl_mat *w);
 int mat_interleave(sl_mat *w, void *buf);
 /* The same for N matrices of W's shape at BUF + i * STRIDE (experts), all
