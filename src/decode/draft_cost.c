@@ -62,7 +62,14 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
 {
     if (!pos_ok(n_pos) || !(seconds > 0)) return;
     if (wait_s < 0) wait_s = 0;
-    time_add(&c->c[n_pos], seconds > wait_s ? seconds - wait_s : 0);
+    double t = seconds > wait_s ? seconds - wait_s : 0;
+    time_add(&c->c[n_pos], t);
+    /* against the plain step's cost now: the same model costs less per
+     * pass on text whose positions share experts (still in the CPU's
+     * caches) and more on text that spreads them, and both sizes move
+     * together; absolute times measured in one stretch priced the other */
+    if (n_pos == 1) c->r[1].v = 1, c->r[1].n++;
+    else if (c->c[1].n && c->c[1].v > 0) time_add(&c->r[n_pos], t / c->c[1].v);
     /* wait per second of reading: only a step that read something says it */
     if (c->rate > 0 && missing_bytes > 0) wait_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
 }
@@ -105,25 +112,24 @@ double dcost_missing_bytes(const draft_cost *c, int n_pos)
     return miss * c->expert_bytes;
 }
 
-/* C(N_POS): its own average once measured twice, else a line through the
- * plain step and the n measured twice, weighted by their samples (up to 8,
- * so that a well-measured plain step does not outweigh every other n).  A
- * size seen once is left out: one slow pass (a burst of interference, the
- * first pass of a size growing its buffers) would otherwise price every K
- * out, and a K never chosen is never measured again. */
-double dcost_compute(const draft_cost *c, int n_pos)
+/* The value at N_POS of A: its own average once measured twice, else a
+ * line through the plain step and the n measured twice, weighted by their
+ * samples (up to 8, so that a well-measured plain step does not outweigh
+ * every other n).  A size seen once is left out: one slow pass (a burst of
+ * interference, the first pass of a size growing its buffers) would
+ * otherwise price every K out, and a K never chosen is never measured
+ * again.  DEFAULT: nothing measured. */
+static double fit(const dcost_avg *a, int n_pos, double dflt)
 {
-    if (n_pos < 1) n_pos = 1;
-    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
-    if (c->c[n_pos].n >= 2) return c->c[n_pos].v;
+    if (a[n_pos].n >= 2) return a[n_pos].v;
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     int points = 0;
     for (int j = 1; j <= DCOST_MAX_POS; j++) {
-        if (!c->c[j].n || (j > 1 && c->c[j].n < 2)) continue;
-        double w = c->c[j].n < 8 ? (double)c->c[j].n : 8, y = c->c[j].v;
+        if (!a[j].n || (j > 1 && a[j].n < 2)) continue;
+        double w = a[j].n < 8 ? (double)a[j].n : 8, y = a[j].v;
         sw += w, sx += w * j, sy += w * y, sxx += w * j * j, sxy += w * j * y, points++;
     }
-    if (points == 0) return 1 + 0.1 * (n_pos - 1); /* nothing measured: any positive yardstick */
+    if (points == 0) return dflt;
     double mx = sx / sw, mean = sy / sw;
     if (points < 2) { /* one point: a mild prior slope */
         double t = mean * (1 + 0.1 * (n_pos - mx));
@@ -133,6 +139,17 @@ double dcost_compute(const draft_cost *c, int n_pos)
     if (b < 0) b = 0;
     double t = mean + b * (n_pos - mx);
     return t > 0 ? t : mean;
+}
+
+/* C(N_POS): the plain step's cost now times the ratio of a pass over
+ * N_POS positions to it; until a plain step was measured (a fixed K
+ * verifies from the first step), the seconds measured per size. */
+double dcost_compute(const draft_cost *c, int n_pos)
+{
+    if (n_pos < 1) n_pos = 1;
+    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
+    if (!c->c[1].n) return fit(c->c, n_pos, 1 + 0.1 * (n_pos - 1)); /* nothing measured: any positive yardstick */
+    return c->c[1].v * fit(c->r, n_pos, 1);
 }
 
 /* beta(N_POS): more positions, more compute per expert for reads to hide

@@ -4,9 +4,11 @@
  *     T(n) = C(n) + beta * missing_bytes(n) / rate
  *
  * C(n): the step's seconds not spent waiting for expert reads (compute and
- *   sampling), measured per n (a down-quick, up-slow average once seen
- *   twice, else a weighted least-squares line through the plain step,
- *   n = 1, and the n seen twice).
+ *   sampling): the plain step's measured now, C(1), times the ratio of a
+ *   pass over n positions to the plain step measured at the time (a
+ *   down-quick, up-slow average once seen twice, else a weighted
+ *   least-squares line through the plain step's 1 and the n seen twice),
+ *   since text whose positions share experts makes both cheaper together.
  * missing_bytes(n): the union's experts the cache will not hold, per MoE
  *   layer  k (1 - h1) + (u(n) - k) (1 - hx)  experts of expert_bytes each
  *   (one expert of every MoE layer):  k the experts a position routes to,
@@ -44,6 +46,7 @@ typedef struct {
     double expert_bytes;    /* bytes of one expert in every MoE layer */
     double rate;            /* bytes/s while reading (0: nothing is read) */
     dcost_avg c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
+    dcost_avg r[DCOST_MAX_POS + 1]; /* ... over the plain step's when measured (r[1] = 1) */
     dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
     dcost_avg beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
     dcost_avg h1, hx;
