@@ -256,7 +256,15 @@ static void test_ngram_lookup(void)
     T_CHECK(ngram_lookup(g, 3, 1, 4, 4, out) == 0, "no earlier match: nothing");
     const int32_t p[] = {8, 8, 8};
     n = ngram_lookup(p, 3, 2, 2, 3, out);
-    T_CHECK(n == 1 && out[0] == 8, "a match overlapping the suffix: %d", n);
+    T_CHECK(n == 3 && out[0] == 8 && out[1] == 8 && out[2] == 8, "a match overlapping the suffix repeats: %d", n);
+    const int32_t r[] = {6, 1, 2, 1, 2};
+    n = ngram_lookup(r, 5, 1, 4, 5, out);
+    /* "1 2" last occurred at 1, so 1 2 follows, and then the text since repeats */
+    T_CHECK(n == 5 && out[0] == 1 && out[1] == 2 && out[2] == 1 && out[3] == 2 && out[4] == 1,
+            "a repeating phrase goes on repeating: %d: %d %d %d %d %d", n, out[0], out[1], out[2], out[3], out[4]);
+    n = ngram_lookup(h, 11, 1, 4, 8, out);
+    /* past the end of h the matched stretch (7 5 2 3) repeats */
+    T_CHECK(n == 8 && out[4] == 7 && out[5] == 5 && out[7] == 3, "a far match repeats the text since: %d", n);
     t_end();
 }
 
@@ -300,6 +308,56 @@ static void test_budget(void)
     if (sluice_open(&s, &o, err, sizeof err)) T_CHECK(0, "open: %s", err);
     else T_CHECK(strstr(sluice_notes(s, 0), "of the memory budget set aside"), "notes: %s", sluice_notes(s, 0));
     sluice_close(s);
+    t_end();
+}
+
+/* A plain step checks the lookup it did not draft against the tokens that
+ * follow (spec.c, shadow drafts): the first step is always plain (nothing
+ * is measured yet), and this prompt's last line repeats an earlier one, so
+ * at least that lookup is checked; the ids stay the plain ones. */
+static void test_shadow(void)
+{
+    t_begin("draft: adaptive n-gram drafting checks the lookups of plain steps against the tokens (shadow drafts)");
+    int32_t want[64];
+    size_t nwant = 0;
+    for (int d = 0; d < 2; d++) {
+        sluice_options o = sluice_options_default();
+        o.model = "models/tinymoe-q8_0.gguf";
+        o.n_ctx = 128;
+        o.no_heat = 1;
+        o.draft = d ? "ngram" : NULL;
+        char err[1024];
+        sluice *s = NULL;
+        if (sluice_open(&s, &o, err, sizeof err)) {
+            T_CHECK(0, "open: %s", err);
+            break;
+        }
+        sluice_sampling sp = sluice_sampling_default();
+        sp.temp = 0;
+        sp.n_predict = 64;
+        sp.ignore_eos = 1;
+        /* "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):" */
+        static const int32_t prompt[] = {4299, 751, 7,   64,  11,  275, 2599, 198, 220, 220,   220, 1441, 257, 1343,
+                                         275,  198, 198, 4299, 850, 7,   64,   11,  275, 2599,  198, 220,  220, 220,
+                                         1441, 257, 532, 275, 198, 198, 4299, 35971, 7,  64,  11,  275,  2599};
+        sluice_result res;
+        if (sluice_generate_tokens(s, prompt, sizeof prompt / sizeof *prompt, &sp, NULL, &res, err, sizeof err)) {
+            T_CHECK(0, "generate: %s", err);
+        } else if (d == 0) {
+            nwant = res.n_ids;
+            memcpy(want, res.ids, nwant * sizeof *want);
+        } else {
+            T_CHECK(res.n_ids == nwant && !memcmp(res.ids, want, nwant * sizeof *want), "other ids");
+            char *js = sluice_stats_json(s);
+            const char *t = js ? strstr(js, "\"shadow_tried\":") : NULL, *k = js ? strstr(js, "\"shadow_kept\":") : NULL;
+            long tried = t ? atol(t + 15) : -1, kept = k ? atol(k + 14) : -1;
+            T_CHECK(tried >= 1 && kept >= 0 && kept <= tried, "shadow_tried %ld, shadow_kept %ld: %s", tried, kept,
+                    js ? js : "-");
+            free(js);
+        }
+        sluice_result_free(&res);
+        sluice_close(s);
+    }
     t_end();
 }
 
@@ -355,6 +413,7 @@ int main(void)
     test_vocab_mismatch();
     test_budget();
     test_api_same_ids();
+    test_shadow();
     static const model_case lean[] = {
         {"deepseek2-dsv3-lean", "tests/fixtures/lean/models/deepseek2-dsv3-lean-Q8_0.gguf", NULL, 24, NULL},
         {"deepseek2-kimik2-lean", "tests/fixtures/lean/models/deepseek2-kimik2-lean-F16.gguf", NULL, 24, NULL},

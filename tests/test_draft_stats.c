@@ -51,7 +51,7 @@ static int sample(rig *r, spec *sp, draft_model *dm, uint32_t seed0, int64_t (*c
         sl_sampler *smp;
         if (sampler_create(&smp, &par, r->nv, err)) return -1;
         sampler_accept_prompt(smp, r->q.toks, r->q.n);
-        if (sp) spec_seed(sp, 77u + (uint32_t)n);
+        if (sp) spec_begin(sp, 77u + (uint32_t)n);
         sampler_params dp = chain(5000u + (uint32_t)n);
         dp.temp = 0.5f;
         if (dm && draft_model_set_sampling(dm, &dp, err)) return -1;

@@ -79,13 +79,17 @@ int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int 
         /* the latest earlier occurrence that has at least one token after it */
         for (size_t j = suffix; j-- > 0;) {
             if (!same_run(hist, j, suffix, len)) continue;
+            /* past the end of HIST the continuation goes on as the match
+             * predicts it: a match overlapping the suffix (a run of one
+             * token, a repeating phrase) implies the period repeats, so its
+             * continuation is read from what was proposed already, not cut
+             * at the end of HIST (a run of one token proposed one at a time) */
             size_t from = j + len;
-            int k = 0;
-            while (k < kmax && from + (size_t)k < n) {
-                out[k] = hist[from + (size_t)k];
-                k++;
+            for (int k = 0; k < kmax; k++) {
+                size_t at = from + (size_t)k;
+                out[k] = at < n ? hist[at] : out[at - n];
             }
-            return k;
+            return kmax;
         }
     }
     return 0;
@@ -94,6 +98,16 @@ int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int 
 static void point_masses(draft_proposal *p, int from, draft_kind kind)
 {
     for (int i = from; i < p->n; i++) p->q[i] = NULL, p->n_q[i] = 0, p->kind[i] = kind;
+}
+
+int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p)
+{
+    if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
+    int32_t nmin = d->o.ngram_min;
+    if (d->kind == DRAFT_MODEL && nmin < 2) nmin = 2; /* one token is too weak a match to skip the model */
+    p->n = d->kind == DRAFT_NGRAM || d->kind == DRAFT_MODEL ? ngram_lookup(hist, n, nmin, d->o.ngram_max, kmax, p->ids) : 0;
+    point_masses(p, 0, DRAFT_NGRAM);
+    return p->n;
 }
 
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err)
@@ -107,15 +121,10 @@ int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_p
         p->n = kmax;
         point_masses(p, 0, DRAFT_RANDOM);
         return 0;
-    case DRAFT_NGRAM:
-        p->n = ngram_lookup(hist, n, d->o.ngram_min, d->o.ngram_max, kmax, p->ids);
-        point_masses(p, 0, DRAFT_NGRAM);
-        return 0;
+    case DRAFT_NGRAM: drafter_lookup(d, hist, n, kmax, p); return 0;
     case DRAFT_MODEL:
         /* combined mode: the n-gram lookup when it has something, else the model */
-        p->n = ngram_lookup(hist, n, d->o.ngram_min > 2 ? d->o.ngram_min : 2, d->o.ngram_max, kmax, p->ids);
-        point_masses(p, 0, DRAFT_NGRAM);
-        if (p->n || !d->dm) return 0;
+        if (drafter_lookup(d, hist, n, kmax, p) || !d->dm) return 0;
         return draft_model_propose(d->dm, hist, n, kmax, &d->rng, p, err);
     default: return 0;
     }

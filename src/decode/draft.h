@@ -9,8 +9,8 @@
  *
  * Kinds:
  *  - ngram: the continuation of the latest earlier occurrence of the
- *    longest suffix of the sequence (ngram_max .. ngram_min tokens long);
- *    no model, one-hot proposals.
+ *    longest suffix of the sequence (ngram_max .. ngram_min tokens long),
+ *    repeating past the end of the sequence; no model, one-hot proposals.
  *  - random: uniformly random ids in [0, range) (tests, and the economics'
  *    worst case); range may exceed the target's vocabulary.
  *  - model: a small draft model with the same vocabulary (draft_model.c). */
@@ -61,9 +61,16 @@ const char *drafter_name(const drafter *d);
  * proposer has one; the others always propose point masses). */
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err);
 
-/* The n-gram lookup on its own: up to KMAX tokens that followed the latest
- * earlier occurrence of the longest suffix of HIST of NMAX .. NMIN tokens.
- * Returns how many it wrote to OUT. */
+/* The lookup D's proposals start with, which costs next to nothing: n-gram
+ * lookup for ngram, of at least 2 tokens for a model (combined mode), none
+ * for random.  Proposes at most KMAX tokens into P like drafter_propose and
+ * returns how many (0: D would draft with its model, if it has one). */
+int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p);
+/* The n-gram lookup on its own: the KMAX tokens that followed the latest
+ * earlier occurrence of the longest suffix of HIST of NMAX .. NMIN tokens,
+ * continued past the end of HIST as if the text since the match repeats
+ * (8 8 8 proposes 8 8 ...; 1 2 1 2 proposes 1 2 ...).  Returns how many it
+ * wrote to OUT: KMAX, or 0 when no suffix occurred earlier. */
 int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out);
 
 #endif

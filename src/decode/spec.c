@@ -15,6 +15,13 @@ enum { PLAIN_EVERY = 16 };   /* drafted steps between plain ones that re-measure
 static const double ACC_DECAY = 0.97; /* acceptance counts halve in about 23 verifications */
 static const double MARGIN = 1.03;    /* drafting must promise this much more than a plain step */
 
+/* Where a step's drafts come from.  A lookup (n-gram) costs nothing, so a
+ * plain step makes one anyway and checks it against the tokens that follow
+ * (a shadow): its acceptance is measured without verifying anything.  A
+ * proposer (a draft model, random ids) costs a run of the draft, so once
+ * drafting stops paying only an occasional probe measures it again. */
+enum { SRC_LOOKUP, SRC_PROPOSER, N_SRC };
+
 /* An exponential moving average with a count of samples. */
 typedef struct {
     double v;
@@ -36,8 +43,17 @@ struct spec {
     spec_stats st;
     /* economics (adaptive K) */
     draft_cost cost;            /* predicted seconds of a pass over n positions (draft_cost.h) */
-    ema t_draft;                /* seconds of proposing one token */
-    double acc_kept[DRAFT_MAX], acc_tried[DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
+    ema t_draft[N_SRC];         /* seconds of proposing one token */
+    double acc_kept[N_SRC][DRAFT_MAX], acc_tried[N_SRC][DRAFT_MAX]; /* decayed counts of acceptance at depth d, given reached */
+    /* the lookups of the last plain steps, checked as tokens come: one
+     * per step, so that every depth gets a sample a step, as verifying
+     * each of them would give */
+    struct shadow {
+        size_t at;   /* the lookup continued the sequence's first AT tokens */
+        int n, d;    /* its length; the depth checked next (d == n: done) */
+        int32_t ids[DRAFT_MAX];
+    } shadow[DRAFT_MAX];
+    int next_shadow;            /* the slot the next one takes */
     int32_t since_probe;        /* plain steps since the last drafted one */
     int32_t probe_gap;          /* plain steps between probes now */
     bool probed;                /* the last drafted step was a probe */
@@ -87,13 +103,13 @@ void spec_free(spec *sp)
 }
 
 drafter *spec_drafter(const spec *sp) { return sp->d; }
-void spec_seed(spec *sp, uint32_t seed) { rng_seed(&sp->rng, seed ^ 0x5bd1e995u); }
 const spec_stats *spec_get_stats(const spec *sp) { return &sp->st; }
 
 void spec_stats_add(spec_stats *sum, const spec_stats *d)
 {
     sum->steps += d->steps, sum->proposed += d->proposed, sum->accepted += d->accepted;
     sum->plain_steps += d->plain_steps;
+    sum->shadow_tried += d->shadow_tried, sum->shadow_kept += d->shadow_kept;
     for (int i = 0; i < DRAFT_MAX; i++)
         sum->depth_tried[i] += d->depth_tried[i], sum->depth_accepted[i] += d->depth_accepted[i];
     for (int i = 0; i <= DRAFT_MAX; i++) sum->k_hist[i] += d->k_hist[i];
@@ -177,9 +193,57 @@ static void pass_end(spec *sp, int n)
 
 /* ------------------------------------------------------------ economics */
 
-/* Expected tokens a step with K drafts yields: the target's own token plus
- * each draft token, kept when every one before it was. */
-static double expected_tokens(const spec *sp, int k)
+/* A draft from SRC at depth D was kept or not (given every one before it was). */
+static void observe_depth(spec *sp, int src, int d, bool kept)
+{
+    sp->acc_kept[src][d] = sp->acc_kept[src][d] * ACC_DECAY + kept;
+    sp->acc_tried[src][d] = sp->acc_tried[src][d] * ACC_DECAY + 1;
+}
+
+/* Checks the pending shadow lookup against the tokens decoded since it:
+ * what verifying it would have measured, at no cost.  At temperature > 0 a
+ * point-mass draft x is kept with probability p(x), the probability that
+ * the plain step sampled x, so the expectation is the same. */
+static void shadow_check(spec *sp, const gen_seq *q)
+{
+    for (int i = 0; i < DRAFT_MAX; i++) {
+        struct shadow *h = &sp->shadow[i];
+        while (h->d < h->n && h->at + (size_t)h->d < q->n) {
+            int d = h->d++;
+            bool kept = h->ids[d] == q->toks[h->at + (size_t)d];
+            observe_depth(sp, SRC_LOOKUP, d, kept);
+            sp->st.shadow_tried++, sp->st.shadow_kept += kept;
+            if (!kept) h->n = h->d = 0;
+        }
+    }
+}
+
+/* A verification measures what the shadows would (and appends its tokens
+ * at once): they stop. */
+static void shadows_stop(spec *sp)
+{
+    for (int i = 0; i < DRAFT_MAX; i++) sp->shadow[i].n = sp->shadow[i].d = 0;
+}
+
+void spec_begin(spec *sp, uint32_t seed)
+{
+    rng_seed(&sp->rng, seed ^ 0x5bd1e995u);
+    shadows_stop(sp);
+}
+
+/* A plain step follows the lookup P made after the sequence's first AT
+ * tokens: check it as the tokens come. */
+static void shadow_start(spec *sp, size_t at, const draft_proposal *p)
+{
+    struct shadow *h = &sp->shadow[sp->next_shadow];
+    sp->next_shadow = (sp->next_shadow + 1) % DRAFT_MAX;
+    h->at = at, h->n = p->n, h->d = 0;
+    memcpy(h->ids, p->ids, sizeof(int32_t) * (size_t)p->n);
+}
+
+/* Expected tokens a step with K drafts from SRC yields: the target's own
+ * token plus each draft token, kept when every one before it was. */
+static double expected_tokens(const spec *sp, int src, int k)
 {
     double e = 1, run = 1, prior = 0.5;
     for (int d = 0; d < k; d++) {
@@ -188,7 +252,7 @@ static double expected_tokens(const spec *sp, int k)
          * is kept deeper about as often, more often for an n-gram run, so a
          * depth never reached is no coin toss once the ones before it are
          * known */
-        double a = (sp->acc_kept[d] + 2 * prior) / (sp->acc_tried[d] + 2);
+        double a = (sp->acc_kept[src][d] + 2 * prior) / (sp->acc_tried[src][d] + 2);
         run *= a;
         e += run;
         prior = a;
@@ -206,9 +270,10 @@ static double verify_cost(const spec *sp, int k) { return dcost_predict(&sp->cos
  * probe first runs the draft over every token since the last one. */
 static bool could_pay(const spec *sp, int kmax)
 {
-    if (!sp->t_draft.n || !sp->cost.c[1].n) return true;
+    const ema *t = &sp->t_draft[SRC_PROPOSER];
+    if (!t->n || !sp->cost.c[1].n) return true;
     for (int k = 1; k <= kmax; k++)
-        if ((k + 1) / (verify_cost(sp, k) + k * sp->t_draft.v) > MARGIN / verify_cost(sp, 0)) return true;
+        if ((k + 1) / (verify_cost(sp, k) + k * t->v) > MARGIN / verify_cost(sp, 0)) return true;
     return false;
 }
 
@@ -227,8 +292,9 @@ static int probe_k(spec *sp, int kmax)
     return k > kmax ? kmax : k;
 }
 
-/* The K with the most expected tokens per second (0: a plain step). */
-static int choose_k(spec *sp, int room)
+/* The K with the most expected tokens per second for drafts from SRC (0: a
+ * plain step). */
+static int choose_k(spec *sp, int room, int src)
 {
     int kmax = sp->o.k_max > 0 ? sp->o.k_max : DRAFT_MAX;
     if (kmax > room) kmax = room;
@@ -241,9 +307,10 @@ static int choose_k(spec *sp, int room)
         if (sp->cost.c[k + 1].n) explored = k;
     if (kmax > 2 * explored + 2) kmax = 2 * explored + 2;
     double tokens[DRAFT_MAX + 1];
-    for (int k = 0; k <= kmax; k++) tokens[k] = expected_tokens(sp, k);
-    int bk = dcost_choose(&sp->cost, tokens, sp->t_draft.n ? sp->t_draft.v : 0, sp->o.k_min, kmax, MARGIN);
-    if (bk == 0) return probe_k(sp, kmax);
+    for (int k = 0; k <= kmax; k++) tokens[k] = expected_tokens(sp, src, k);
+    const ema *t = &sp->t_draft[src];
+    int bk = dcost_choose(&sp->cost, tokens, t->n ? t->v : 0, sp->o.k_min, kmax, MARGIN);
+    if (bk == 0) return src == SRC_LOOKUP ? 0 : probe_k(sp, kmax);
     sp->since_probe = 0, sp->probed = false, sp->probe_gap = PROBE_EVERY;
     /* a plain step now and then keeps its measured cost current */
     if (++sp->since_plain >= PLAIN_EVERY) sp->since_plain = 0, bk = 0;
@@ -339,6 +406,35 @@ static int settle(spec *sp, gen_seq *q, size_t n0, int i, sl_err *err)
     return 0;
 }
 
+/* The drafts of a step after Q's tokens into P (from *SRC), RETURNED: their
+ * number, 0 for a plain step (after starting a shadow of the lookup, if
+ * there was one), -1 on error. */
+static int propose(spec *sp, const gen_seq *q, int room, draft_proposal *p, int *src, sl_err *err)
+{
+    shadow_check(sp, q);
+    double t0 = sl_now();
+    *src = drafter_lookup(sp->d, q->toks, q->n, DRAFT_MAX, p) ? SRC_LOOKUP : SRC_PROPOSER;
+    double t_draft = sl_now() - t0; /* the lookup's; choosing K is not drafting */
+    if (*src == SRC_PROPOSER && drafter_kind(sp->d) == DRAFT_NGRAM) return 0; /* nothing to draft */
+    int k = choose_k(sp, room, *src);
+    if (k == 0) {
+        if (*src == SRC_LOOKUP) shadow_start(sp, q->n, p);
+        return 0;
+    }
+    if (*src == SRC_LOOKUP) p->n = p->n < k ? p->n : k;
+    else {
+        t0 = sl_now();
+        if (drafter_propose(sp->d, q->toks, q->n, k, p, err)) return -1;
+        t_draft += sl_now() - t0;
+    }
+    sanitize(p, sp->n_vocab);
+    sp->st.draft_s += t_draft;
+    if (p->n) ema_add(&sp->t_draft[*src], t_draft / p->n, 0.1);
+    if (p->n < sp->o.k_min) return 0;
+    shadows_stop(sp);
+    return p->n;
+}
+
 int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id, sl_err *err)
 {
     size_t n0 = q->n;
@@ -348,21 +444,15 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
         int64_t left = (int64_t)e->opts.n_predict - (int64_t)res->n_ids - 1;
         if (left < room) room = left < 0 ? 0 : (int)left;
     }
-    int k = choose_k(sp, room);
-    if (k == 0) return plain_step(sp, q, smp, e, id, err);
     draft_proposal p;
-    double t0 = sl_now();
-    if (drafter_propose(sp->d, q->toks, n0, k, &p, err)) return -1;
-    sanitize(&p, sp->n_vocab);
-    double t1 = sl_now();
-    sp->st.draft_s += t1 - t0;
-    if (p.n) ema_add(&sp->t_draft, (t1 - t0) / p.n, 0.1);
-    if (p.n < sp->o.k_min) return plain_step(sp, q, smp, e, id, err);
+    int src, k = propose(sp, q, room, &p, &src, err);
+    if (k < 0) return -1;
+    if (k == 0) return plain_step(sp, q, smp, e, id, err);
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
     double w0 = store_wait(sp), predicted = verify_cost(sp, p.n);
     bool priced = dcost_priced(&sp->cost);
-    t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
+    double t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
     pass_begin(sp, true);
     int rc = session_eval(q->s, q->toks + pos, p.n + 1, sp->rows, true, err);
     pass_end(sp, p.n + 1);
@@ -387,8 +477,7 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
         if (i < p.n) {
             sp->st.depth_tried[i]++;
             sp->st.depth_accepted[i] += kept;
-            sp->acc_kept[i] = sp->acc_kept[i] * ACC_DECAY + kept;
-            sp->acc_tried[i] = sp->acc_tried[i] * ACC_DECAY + 1;
+            observe_depth(sp, src, i, kept);
         }
         sp->st.accepted += kept;
         rc = emitter_push_row(e, t, row, sp->n_vocab, err);

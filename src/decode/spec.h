@@ -22,7 +22,10 @@
  * union's experts the cache is expected not to hold, from its hit rate for
  * a position's own experts and for the rest of the union and the measured
  * growth of the union with K, at the store's measured read rate).
- * K = 0 is a plain step; after a run of them a probe step measures again. */
+ * K = 0 is a plain step.  Acceptance is counted per source: an n-gram
+ * lookup costs nothing, so a plain step makes one anyway and checks it
+ * against the tokens that follow (a shadow draft); a draft model's is
+ * measured again by a probe step after a run of plain ones. */
 #ifndef SLUICE_SPEC_H
 #define SLUICE_SPEC_H
 
@@ -43,6 +46,8 @@ typedef struct {
     int64_t steps;                         /* verification passes */
     int64_t proposed, accepted;            /* drafted tokens, and those kept */
     int64_t plain_steps;                   /* single-token steps taken while drafting was on */
+    int64_t shadow_tried, shadow_kept;     /* lookups made at plain steps, checked against the tokens that
+                                              followed: depths checked, and those that matched */
     int64_t depth_tried[DRAFT_MAX];        /* verifications that reached depth d (0-based) */
     int64_t depth_accepted[DRAFT_MAX];     /* ... and kept the token there */
     int64_t k_hist[DRAFT_MAX + 1];         /* steps by drafts verified (0: plain; an n-gram run may propose fewer than the K chosen) */
@@ -62,8 +67,10 @@ typedef struct spec spec;
 int spec_create(spec **out, drafter *d, const spec_opts *o, int32_t n_vocab, sl_err *err);
 void spec_free(spec *sp);
 drafter *spec_drafter(const spec *sp);
-/* Restarts the acceptance draws (per generation, from the sampler's seed). */
-void spec_seed(spec *sp, uint32_t seed);
+/* Starts a generation: restarts the acceptance draws (from the sampler's
+ * SEED) and drops the lookups being checked against the tokens (the
+ * sequence starts over); what was learned about costs and acceptance stays. */
+void spec_begin(spec *sp, uint32_t seed);
 /* Counters since the last reset (sluice resets them per generation). */
 const spec_stats *spec_get_stats(const spec *sp);
 void spec_reset_stats(spec *sp);

@@ -87,7 +87,7 @@ void spec_setup_close(spec_setup *ss)
 int spec_setup_begin(spec_setup *ss, const sl_sampler *smp, sl_err *err)
 {
     spec_reset_stats(ss->sp);
-    spec_seed(ss->sp, sampler_get_params(smp)->seed);
+    spec_begin(ss->sp, sampler_get_params(smp)->seed);
     draft_model *dm = drafter_model(ss->d);
     return dm ? draft_model_set_sampling(dm, sampler_get_params(smp), err) : 0;
 }
@@ -128,6 +128,8 @@ json_t *spec_setup_json(const spec_setup *ss, const spec_stats *d)
     json_object_set_new(o, "k_hist", k_hist_json(d));
     json_object_set_new(o, "steps", json_integer(d->steps));
     json_object_set_new(o, "plain_steps", json_integer(d->plain_steps));
+    json_object_set_new(o, "shadow_tried", json_integer(d->shadow_tried));
+    json_object_set_new(o, "shadow_kept", json_integer(d->shadow_kept));
     /* each verification yields its accepted drafts plus the target's own token */
     int64_t toks = d->accepted + d->steps;
     json_object_set_new(o, "union_expert_bytes_per_accepted_token",
