@@ -41,12 +41,19 @@ typedef struct {
     int64_t n;
 } dcost_avg; /* an exponential moving average and its sample count */
 
+enum { DCOST_RECENT = 8 };
+typedef struct {
+    double v;     /* the median of the recent samples (of the first two, their minimum) */
+    int64_t n;    /* samples seen */
+    double s[DCOST_RECENT]; /* the last DCOST_RECENT of them, a ring */
+} dcost_med;
+
 typedef struct {
     int n_used, n_expert;   /* experts per position and per MoE layer */
     double expert_bytes;    /* bytes of one expert in every MoE layer */
     double rate;            /* bytes/s while reading (0: nothing is read) */
-    dcost_avg c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
-    dcost_avg r[DCOST_MAX_POS + 1]; /* ... over the plain step's when measured (r[1] = 1) */
+    dcost_med c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
+    dcost_med r[DCOST_MAX_POS + 1]; /* ... over the plain step's when measured (r[1] = 1) */
     dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
     dcost_avg beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
     dcost_avg h1, hx;
