@@ -872,6 +872,46 @@ static void test_matmul_many(void)
     t_end();
 }
 
+/* One-token products of the compute-bound codebook types are split guided
+ * (large tasks first, small last, matmul.c): the rows each task covers
+ * change, the results may not. */
+static void test_matmul_guided(void)
+{
+    t_begin("matmul and matmul_many, guided split of compute-bound one-token products: equal to one thread");
+    enum { NJ = 4 };
+    static const uint32_t types[NJ] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ1_M, GGML_TYPE_IQ3_S, GGML_TYPE_TQ1_0};
+    tmat tm[NJ];
+    sl_act a[NJ] = {{0}};
+    sl_matmul_job jobs[NJ];
+    float *y[NJ], *ref[NJ], x[512];
+    sl_err err;
+    rand_acts(x, 512, 7);
+    for (int j = 0; j < NJ; j++) {
+        int64_t rows = 600 + 333 * j; /* over 64 KiB each (else serial), a ragged end */
+        tmat_make(&tm[j], types[j], 512, rows, 0);
+        act_prepare(&a[j], types[j], x, 512, 1, 512, NULL, &err);
+        y[j] = calloc((size_t)rows, sizeof(float));
+        ref[j] = calloc((size_t)rows, sizeof(float));
+        matmul(&tm[j].m, &a[j], ref[j], (size_t)rows, NULL);
+        jobs[j] = (sl_matmul_job){&tm[j].m, &a[j], y[j], (size_t)rows};
+    }
+    for (int th = 2; th <= 5; th++) {
+        sl_pool *p = pool_create(th);
+        for (int j = 0; j < NJ; j++) memset(y[j], 0xff, sizeof(float) * (size_t)tm[j].rows);
+        matmul_many(jobs, NJ, p);
+        for (int j = 0; j < NJ; j++)
+            T_CHECK(memcmp(y[j], ref[j], sizeof(float) * (size_t)tm[j].rows) == 0, "many: job %d, %d threads", j, th);
+        for (int j = 0; j < NJ; j++) {
+            memset(y[j], 0xff, sizeof(float) * (size_t)tm[j].rows);
+            matmul(&tm[j].m, &a[j], y[j], (size_t)tm[j].rows, p);
+            T_CHECK(memcmp(y[j], ref[j], sizeof(float) * (size_t)tm[j].rows) == 0, "matmul: job %d, %d threads", j, th);
+        }
+        pool_destroy(p);
+    }
+    for (int j = 0; j < NJ; j++) free(y[j]), free(ref[j]), free(tm[j].data), act_free(&a[j]);
+    t_end();
+}
+
 /* ---- element-wise ops ---- */
 
 static void test_ops(void)
@@ -1071,6 +1111,7 @@ int main(void)
     test_dot_vs_reference();
     test_bit_identity();
     test_matmul_many();
+    test_matmul_guided();
     test_ops();
     test_swiglu_paths();
     test_norm_rows();

@@ -471,22 +471,70 @@ void matmul_rows(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, in
     kq_rows_scalar(w, x, y, y_stride, r0, r1);
 }
 
+enum { MM_TASKS = 1024 }; /* most tasks one product splits into (4 per thread of 256) */
+
 typedef struct {
     const sl_mat *w;
     const sl_act *x;
     float *y;
     size_t y_stride;
-    int64_t chunk;
     sl_isa isa;
+    int64_t bound[MM_TASKS + 1]; /* task i computes rows [bound[i], bound[i + 1]) */
 } mm_job;
 
 static void mm_task(void *ctx, int task, int thread)
 {
     (void)thread;
     const mm_job *j = ctx;
-    int64_t r0 = (int64_t)task * j->chunk, r1 = r0 + j->chunk;
-    if (r1 > j->w->ne1) r1 = j->w->ne1;
-    matmul_rows(j->w, j->x, j->y, j->y_stride, r0, r1, j->isa);
+    matmul_rows(j->w, j->x, j->y, j->y_stride, j->bound[task], j->bound[task + 1], j->isa);
+}
+
+/* The codebook types, whose one-token products run at 5-9 GB/s of weights
+ * on one core of this Zen 5, well below its memory's ~24: compute-bound. */
+static bool compute_bound(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
+    case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0: return true;
+    default: return false;
+    }
+}
+
+/* A guided task's least rows: 32 KiB of weights (below that a handover
+ * costs more than the balance it buys), in whole 16-row groups. */
+static int64_t guided_min_rows(const sl_mat *w)
+{
+    return ((32768 + (int64_t)w->row_bytes - 1) / (int64_t)w->row_bytes + 15) & ~(int64_t)15;
+}
+
+/* The row split of a product over NT threads into J->bound; returns the
+ * number of tasks.  Memory-bound products take PER equal tasks per thread
+ * (each handover costs the row prefetch its stream had built up).  A
+ * compute-bound one-token product is split guided: each task takes about
+ * 1/(2 NT) of the rows not yet handed out (whole 16-row groups, at least
+ * 32 KiB of weights), large first and small last, because on this host one
+ * of two vCPUs often runs at half the other's speed for seconds and with
+ * two equal tasks per thread the fast one then idled for a third of the
+ * product (IQ2_XS 4096x4096 at 2 threads: 0.77x llama.cpp's). */
+static int split_rows(mm_job *j, int nt, int per)
+{
+    int64_t rows = j->w->ne1, *b = j->bound;
+    bool guided = j->x->rows <= 1 && compute_bound(j->w->type);
+    int64_t even = ((rows + (int64_t)nt * per - 1) / ((int64_t)nt * per) + 15) & ~(int64_t)15;
+    int64_t min_rows = guided_min_rows(j->w);
+    int n = 0;
+    b[0] = 0;
+    for (int64_t r = 0; r < rows;) {
+        int64_t c = even;
+        if (guided) {
+            c = ((rows - r + 2 * nt - 1) / (2 * nt) + 15) & ~(int64_t)15;
+            if (c < min_rows) c = min_rows;
+        }
+        if (r + c > rows || n == MM_TASKS - 1) c = rows - r;
+        r += c;
+        b[++n] = r;
+    }
+    return n;
 }
 
 void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool *pool)
@@ -499,13 +547,10 @@ void matmul(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, sl_pool
         matmul_rows(w, x, y, y_stride, 0, rows, isa);
         return;
     }
-    /* A few tasks per thread balance uneven progress; chunks stay multiples
-     * of 16 rows, the SIMD tile height. */
-    int64_t want = (int64_t)nt * (x->rows > 1 ? 4 : 2);
-    int64_t chunk = (rows + want - 1) / want;
-    chunk = (chunk + 15) & ~(int64_t)15;
-    mm_job job = {w, x, y, y_stride, chunk, isa};
-    pool_run(pool, (int)((rows + chunk - 1) / chunk), mm_task, &job);
+    /* a few tasks per thread balance uneven progress; chunks stay multiples
+     * of 16 rows, the SIMD tile height */
+    mm_job job = {.w = w, .x = x, .y = y, .y_stride = y_stride, .isa = isa};
+    pool_run(pool, split_rows(&job, nt, x->rows > 1 ? 4 : 2), mm_task, &job);
 }
 
 /* ---- batches of products ---- */
@@ -541,11 +586,16 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
         work += (double)jobs[i].w->row_bytes * (double)jobs[i].w->ne1 * (double)(jobs[i].x->rows > 0 ? jobs[i].x->rows : 1);
         rows += jobs[i].w->ne1;
     }
-    /* chunks of whole 16-row groups, about 4 per thread over the whole batch */
+    /* chunks of whole 16-row groups, about 4 per thread over the whole
+     * batch; or guided (split_rows) when every product is a compute-bound
+     * one-token one, at most twice as many */
     int64_t chunk = (rows / ((int64_t)nt * 4) + 15) & ~(int64_t)15;
     if (chunk < 16) chunk = 16;
+    bool guided = true;
+    for (int i = 0; i < n_jobs && guided; i++) guided = jobs[i].x->rows <= 1 && compute_bound(jobs[i].w->type);
     int64_t n_tasks = 0;
     for (int i = 0; i < n_jobs; i++) n_tasks += (jobs[i].w->ne1 + chunk - 1) / chunk;
+    if (guided) n_tasks = 2 * n_tasks + (int64_t)nt * 8; /* a bound: the loop below stops at it */
     many_task local[256]; /* a decode step's experts fit: no allocation per call */
     many_task *tasks = nt <= 1 || work < 65536.0 || n_tasks >= INT32_MAX ? NULL
                        : n_tasks <= 256 ? local : malloc(sizeof *tasks * (size_t)n_tasks);
@@ -554,11 +604,20 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
             matmul_rows(jobs[i].w, jobs[i].x, jobs[i].y, jobs[i].y_stride, 0, jobs[i].w->ne1, isa);
         return;
     }
-    int64_t k = 0;
-    for (int i = 0; i < n_jobs; i++)
-        for (int64_t r = 0; r < jobs[i].w->ne1; r += chunk)
-            tasks[k++] = (many_task){i, r, r + chunk < jobs[i].w->ne1 ? r + chunk : jobs[i].w->ne1};
+    int64_t k = 0, left = rows;
+    for (int i = 0; i < n_jobs; i++) {
+        int64_t ne1 = jobs[i].w->ne1, min_rows = guided_min_rows(jobs[i].w);
+        for (int64_t r = 0, len = chunk; r < ne1; r += len, left -= len) {
+            if (guided) { /* a share of what is left in the whole batch, cut at the product's end */
+                len = ((left + 2 * nt - 1) / (2 * nt) + 15) & ~(int64_t)15;
+                if (len < min_rows) len = min_rows;
+                if (k == n_tasks - (n_jobs - i)) len = ne1 - r; /* keep a task for each product left */
+            }
+            if (len > ne1 - r) len = ne1 - r;
+            tasks[k++] = (many_task){i, r, r + len};
+        }
+    }
     many_ctx c = {jobs, tasks, isa};
-    pool_run(pool, (int)n_tasks, many_run, &c);
+    pool_run(pool, (int)k, many_run, &c);
     if (tasks != local) free(tasks);
 }
