@@ -311,6 +311,26 @@ static void test_budget(void)
     t_end();
 }
 
+/* tinymoe through the public API, drafting with DRAFT (NULL: none) up to
+ * DRAFT_MAX tokens a step (0: adaptive); NULL (a failed check) if it does
+ * not open. */
+static sluice *open_tiny(const char *draft, int draft_max)
+{
+    sluice_options o = sluice_options_default();
+    o.model = "models/tinymoe-q8_0.gguf";
+    o.n_ctx = 128;
+    o.no_heat = 1;
+    o.draft = draft;
+    o.draft_max = draft_max;
+    char err[1024];
+    sluice *s = NULL;
+    if (sluice_open(&s, &o, err, sizeof err)) {
+        T_CHECK(0, "open %s: %s", draft ? draft : "-", err);
+        return NULL;
+    }
+    return s;
+}
+
 /* A plain step checks the lookup it did not draft against the tokens that
  * follow (spec.c, shadow drafts): the first step is always plain (nothing
  * is measured yet), and this prompt's last line repeats an earlier one, so
@@ -321,17 +341,9 @@ static void test_shadow(void)
     int32_t want[64];
     size_t nwant = 0;
     for (int d = 0; d < 2; d++) {
-        sluice_options o = sluice_options_default();
-        o.model = "models/tinymoe-q8_0.gguf";
-        o.n_ctx = 128;
-        o.no_heat = 1;
-        o.draft = d ? "ngram" : NULL;
         char err[1024];
-        sluice *s = NULL;
-        if (sluice_open(&s, &o, err, sizeof err)) {
-            T_CHECK(0, "open: %s", err);
-            break;
-        }
+        sluice *s = open_tiny(d ? "ngram" : NULL, 0);
+        if (!s) break;
         sluice_sampling sp = sluice_sampling_default();
         sp.temp = 0;
         sp.n_predict = 64;
@@ -368,18 +380,9 @@ static void test_api_same_ids(void)
     int32_t want[40];
     size_t nwant = 0;
     for (int d = 0; d < 3; d++) {
-        sluice_options o = sluice_options_default();
-        o.model = "models/tinymoe-q8_0.gguf";
-        o.n_ctx = 128;
-        o.no_heat = 1;
-        o.draft = drafts[d];
-        o.draft_max = 4; /* fixed K: adaptive K may rightly decide not to draft on a loaded machine */
         char err[1024];
-        sluice *s = NULL;
-        if (sluice_open(&s, &o, err, sizeof err)) {
-            T_CHECK(0, "open %s: %s", drafts[d] ? drafts[d] : "-", err);
-            break;
-        }
+        sluice *s = open_tiny(drafts[d], 4); /* fixed K: adaptive K may rightly decide not to draft on a loaded machine */
+        if (!s) break;
         sluice_sampling sp = sluice_sampling_default();
         sp.temp = 0;
         sp.n_predict = 40;
