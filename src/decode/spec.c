@@ -200,7 +200,7 @@ static void observe_depth(spec *sp, int src, int d, bool kept)
     sp->acc_tried[src][d] = sp->acc_tried[src][d] * ACC_DECAY + 1;
 }
 
-/* Checks the pending shadow lookup against the tokens decoded since it:
+/* Checks the pending shadow lookups against the tokens decoded since each:
  * what verifying it would have measured, at no cost.  At temperature > 0 a
  * point-mass draft x is kept with probability p(x), the probability that
  * the plain step sampled x, so the expectation is the same. */

@@ -50,7 +50,7 @@ typedef struct {
                                               followed: depths checked, and those that matched */
     int64_t depth_tried[DRAFT_MAX];        /* verifications that reached depth d (0-based) */
     int64_t depth_accepted[DRAFT_MAX];     /* ... and kept the token there */
-    int64_t k_hist[DRAFT_MAX + 1];         /* steps by drafts verified (0: plain; an n-gram run may propose fewer than the K chosen) */
+    int64_t k_hist[DRAFT_MAX + 1];         /* steps by drafts verified (0: plain; a model draft stopped by --draft-p-min may be shorter than the K chosen) */
     double draft_s, verify_s;              /* proposing; the verification passes and their sampling */
     uint64_t union_expert_bytes;           /* bytes of the distinct experts the verification passes routed to */
     /* the cost model's predictions (draft_cost.h) of the passes it could

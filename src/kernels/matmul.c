@@ -500,19 +500,22 @@ static bool compute_bound(uint32_t type)
     }
 }
 
-/* A guided task's least rows: 32 KiB of weights (below that a handover
- * costs more than the balance it buys), in whole 16-row groups. */
-static int64_t guided_min_rows(const sl_mat *w)
+/* A guided task's rows when LEFT rows are not yet handed out to NT
+ * threads: about 1/(2 NT) of them in whole 16-row groups, and at least 32
+ * KiB of W's weights (below that a handover costs more than the balance it
+ * buys). */
+static int64_t guided_len(const sl_mat *w, int64_t left, int nt)
 {
-    return ((32768 + (int64_t)w->row_bytes - 1) / (int64_t)w->row_bytes + 15) & ~(int64_t)15;
+    int64_t len = ((left + 2 * nt - 1) / (2 * nt) + 15) & ~(int64_t)15;
+    int64_t min_rows = ((32768 + (int64_t)w->row_bytes - 1) / (int64_t)w->row_bytes + 15) & ~(int64_t)15;
+    return len < min_rows ? min_rows : len;
 }
 
 /* The row split of a product over NT threads into J->bound; returns the
  * number of tasks.  Memory-bound products take PER equal tasks per thread
  * (each handover costs the row prefetch its stream had built up).  A
- * compute-bound one-token product is split guided: each task takes about
- * 1/(2 NT) of the rows not yet handed out (whole 16-row groups, at least
- * 32 KiB of weights), large first and small last, because on this host one
+ * compute-bound one-token product is split guided (guided_len), large
+ * tasks first and small last, because on this host one
  * of two vCPUs often runs at half the other's speed for seconds and with
  * two equal tasks per thread the fast one then idled for a third of the
  * product (IQ2_XS 4096x4096 at 2 threads: 0.77x llama.cpp's). */
@@ -521,15 +524,10 @@ static int split_rows(mm_job *j, int nt, int per)
     int64_t rows = j->w->ne1, *b = j->bound;
     bool guided = j->x->rows <= 1 && compute_bound(j->w->type);
     int64_t even = ((rows + (int64_t)nt * per - 1) / ((int64_t)nt * per) + 15) & ~(int64_t)15;
-    int64_t min_rows = guided_min_rows(j->w);
     int n = 0;
     b[0] = 0;
     for (int64_t r = 0; r < rows;) {
-        int64_t c = even;
-        if (guided) {
-            c = ((rows - r + 2 * nt - 1) / (2 * nt) + 15) & ~(int64_t)15;
-            if (c < min_rows) c = min_rows;
-        }
+        int64_t c = guided ? guided_len(j->w, rows - r, nt) : even;
         if (r + c > rows || n == MM_TASKS - 1) c = rows - r;
         r += c;
         b[++n] = r;
@@ -606,11 +604,10 @@ void matmul_many(const sl_matmul_job *jobs, int n_jobs, sl_pool *pool)
     }
     int64_t k = 0, left = rows;
     for (int i = 0; i < n_jobs; i++) {
-        int64_t ne1 = jobs[i].w->ne1, min_rows = guided_min_rows(jobs[i].w);
+        int64_t ne1 = jobs[i].w->ne1;
         for (int64_t r = 0, len = chunk; r < ne1; r += len, left -= len) {
             if (guided) { /* a share of what is left in the whole batch, cut at the product's end */
-                len = ((left + 2 * nt - 1) / (2 * nt) + 15) & ~(int64_t)15;
-                if (len < min_rows) len = min_rows;
+                len = guided_len(jobs[i].w, left, nt);
                 if (k == n_tasks - (n_jobs - i)) len = ne1 - r; /* keep a task for each product left */
             }
             if (len > ne1 - r) len = ne1 - r;
