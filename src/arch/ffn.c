@@ -348,8 +348,11 @@ static int run_group(sl_session *s, const expert_batch *b, int i0, int i1, int r
 }
 
 /* Takes every expert from the provider, then runs them in groups of at most
- * max(T, K) rows (the scratch the per-expert path sizes for T rows, plus
- * room for a decode step's K experts). */
+ * max(n_batch, K) rows: the scratch the budget counts for a full pass
+ * (session_scratch_bytes), so that a short pass (a verification's few
+ * positions, a short prompt) runs all its experts in one group, each
+ * product one task set of one matmul_many, not a fork and join per T
+ * rows. */
 static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act *xa, const sl_act *xa_up, float *y,
                            int *done, sl_err *err)
 {
@@ -372,7 +375,7 @@ static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act
     }
     if (*done != r->n_list) return 0; /* the caller reports it */
     expert_batch b = {&s->m->layers[il], r, v, xa, xa_up, y};
-    int cap = r->T > r->K ? r->T : r->K;
+    int cap = s->n_batch > r->K ? s->n_batch : r->K;
     for (int i0 = 0; i0 < r->n_list;) {
         int i1 = i0, rows = 0;
         while (i1 < r->n_list && (i1 == i0 || rows + r->count[r->list[i1]] <= cap)) rows += r->count[r->list[i1++]];
