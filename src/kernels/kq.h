@@ -143,6 +143,10 @@ int kq_rows_bf16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_str
 
 /* Whether the CPU has AVX512_BF16 (only meaningful with SL_ISA_AVX512). */
 int kq_cpu_has_avx512bf16(void);
+/* Whether its 512-bit instructions run as two 256-bit halves (AMD family
+ * 19h: Zen 4), where a 512-bit body built from lane shuffles and blends
+ * can lose to the AVX2 one. */
+int kq_cpu_split512(void);
 
 /* Activation row conversion on AVX-512; 0 when the type has no SIMD form. */
 int kq_act_row_avx512(uint32_t vtype, const float *x, void *dst, int64_t n);

@@ -45,6 +45,7 @@ struct sl_pool {
 
 static sl_isa g_detected; /* written once under pthread_once, read-only after */
 static int g_bf16;        /* AVX512_BF16 (VDPBF16PS), same */
+static int g_split512;    /* 512-bit ops on 256-bit units (kq_cpu_split512), same */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,6 +54,16 @@ static uint64_t xgetbv0(void)
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (uint64_t)hi << 32 | lo;
+}
+
+/* The AMD family (base + extended), 0 on other vendors. */
+static unsigned amd_family(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u) return 0; /* "Auth"enticAMD */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned f = (a >> 8) & 0xf;
+    return f == 0xf ? f + ((a >> 20) & 0xff) : f;
 }
 
 static void detect(void)
@@ -73,6 +84,7 @@ static void detect(void)
     if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) { /* opmask + zmm state */
         g_detected = SL_ISA_AVX512;
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_bf16 = (a >> 5) & 1;
+        g_split512 = amd_family() == 0x19;
     }
 }
 #else
@@ -86,6 +98,12 @@ int kq_cpu_has_avx512bf16(void)
 {
     pthread_once(&g_once, detect);
     return g_bf16;
+}
+
+int kq_cpu_split512(void)
+{
+    pthread_once(&g_once, detect);
+    return g_split512;
 }
 
 sl_isa kernels_isa_detected(void)
