@@ -14,6 +14,7 @@ enum { PROBE_MAX = 1536 };   /* the longest gap between probes (each failed prob
 enum { PLAIN_EVERY = 16 };   /* drafted steps between plain ones that re-measure a plain step */
 static const double ACC_DECAY = 0.97; /* acceptance counts halve in about 23 verifications */
 static const double MARGIN = 1.03;    /* drafting must promise this much more than a plain step */
+static const double PROBE_SHARE = 0.02; /* the most of decoding's time probes that keep nothing may take */
 
 /* Where a step's drafts come from.  A lookup (n-gram) costs nothing, so a
  * plain step makes one anyway and checks it against the tokens that follow
@@ -278,7 +279,13 @@ static bool could_pay(const spec *sp, int kmax)
 }
 
 /* Once drafting stopped paying, a short draft now and then re-measures
- * acceptance; a probe that changes nothing doubles the wait for the next. */
+ * acceptance; a probe that changes nothing doubles the wait for the next.
+ * A probe whose drafts are all rejected costs its pass (and its drafting)
+ * beyond the plain step it replaces, so it also waits until the plain
+ * steps since the last one make that at most PROBE_SHARE of their time:
+ * under streaming a pass over 3 positions reads about 3x a token's
+ * experts, and one such probe in a 32-token run of the 17 GB synthetic
+ * model at 1 GB/s cost 6% of the run. */
 static int probe_k(spec *sp, int kmax)
 {
     if (sp->probed) { /* the last probe did not bring drafting back */
@@ -286,10 +293,14 @@ static int probe_k(spec *sp, int kmax)
         sp->probe_gap = sp->probe_gap * 2 > PROBE_MAX ? PROBE_MAX : sp->probe_gap * 2;
     }
     if (++sp->since_probe < sp->probe_gap || !could_pay(sp, kmax)) return 0;
+    int k = sp->o.k_min > 2 ? sp->o.k_min : 2;
+    if (k > kmax) k = kmax;
+    const ema *t = &sp->t_draft[SRC_PROPOSER];
+    double plain = verify_cost(sp, 0), excess = verify_cost(sp, k) + k * (t->n ? t->v : 0) - plain;
+    if (sp->since_probe * PROBE_SHARE * plain < excess) return 0;
     sp->since_probe = 0;
     sp->probed = true;
-    int k = sp->o.k_min > 2 ? sp->o.k_min : 2;
-    return k > kmax ? kmax : k;
+    return k;
 }
 
 /* The K with the most expected tokens per second for drafts from SRC (0: a
