@@ -83,9 +83,13 @@ static int check_view(const model *m, int layer, const expert_view *v)
 {
     static uint8_t ref[1 << 20];
     sl_err err;
-    for (int p = 0; p < m->L.layer[layer].n_parts; p++)
-        if (gguf_slice(m, layer, v->id, p, ref, &err) || memcmp(ref, v->parts[p], m->L.layer[layer].parts[p].bytes))
-            return -1;
+    for (int p = 0; p < m->L.layer[layer].n_parts; p++) {
+        const expert_part *pt = &m->L.layer[layer].parts[p];
+        if (gguf_slice(m, layer, v->id, p, ref, &err)) return -1;
+        /* a slot used twice holds its Q8_0 parts interleaved (store.c) */
+        if (v->layout[p] && expert_part_interleave(pt, ref, 1, 0) != v->layout[p]) return -1;
+        if (memcmp(ref, v->parts[p], pt->bytes)) return -1;
+    }
     return 0;
 }
 

@@ -51,6 +51,8 @@ static int check_view(const gguf_file *g, const expert_layout *L, int layer, con
         if (sl_pread_full(g->parts[pt->file].fd, ref, pt->bytes, pt->off + (uint64_t)v->id * pt->stride,
                           g->path, &err))
             return -1;
+        /* a slot used twice holds its Q8_0 parts interleaved (store.c) */
+        if (v->layout[p] && expert_part_interleave(pt, ref, 1, 0) != v->layout[p]) return -1;
         if (memcmp(ref, v->parts[p], pt->bytes)) return -1;
     }
     return 0;

@@ -1,5 +1,7 @@
 #include "experts/layout.h"
 
+#include "kernels/kernels.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,4 +77,13 @@ int expert_layout_from_gguf(expert_layout *L, const gguf_file *g, int n_layers, 
             L->layer[l].part_kind[L->layer[l].n_parts - 1] = (int8_t)k;
         }
     return 0;
+}
+
+int expert_part_interleave(const expert_part *pt, void *buf, size_t n, size_t stride)
+{
+    sl_mat w = {.type = pt->type, .ne0 = pt->ne0, .ne1 = pt->ne1,
+                .row_bytes = (size_t)ggml_row_bytes(pt->type, (uint64_t)pt->ne0), .data = buf};
+    if (!mat_interleave_pays(&w) || w.ne1 % 32 || (uint64_t)w.row_bytes * (uint64_t)w.ne1 != pt->bytes)
+        return SL_LAYOUT_ROWS;
+    return mat_interleave_n(&w, buf, n, stride) == 0 ? SL_LAYOUT_Q8_0_R16 : SL_LAYOUT_ROWS; /* else no memory */
 }

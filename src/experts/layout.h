@@ -35,6 +35,13 @@ int expert_layout_init(expert_layout *L, const gguf_file *g, int n_layers, int n
                        sl_err *err);
 void expert_layout_free(expert_layout *L);
 
+/* Interleaves N slices of part PT (STRIDE bytes apart, from BUF) by 16
+ * rows in place (kernels.h: SL_LAYOUT_Q8_0_R16) where that pays: Q8_0 on
+ * AVX-512, every 16-row group inside one slice and a fused gate+up's
+ * halves on a group (rows a multiple of 32).  Returns the slices' layout
+ * afterwards (SL_LAYOUT_ROWS: left as read). */
+int expert_part_interleave(const expert_part *pt, void *buf, size_t n, size_t stride);
+
 /* Appends tensor T (whose outermost dimension is the expert index) as the
  * next part of LAYER's experts. */
 int expert_layout_add(expert_layout *L, int layer, const gguf_tensor *t, sl_err *err);

@@ -82,23 +82,6 @@ static const expert_provider_ops mem_ops = {
     .begin = mp_begin, .next = mp_next, .release = NULL, .end = mp_end, .hint = NULL, .destroy = mp_destroy,
 };
 
-/* Q8_0 experts in RAM are interleaved by 16 rows where that pays
- * (kernels.h: mat_interleave_pays), when every 16-row group lies
- * inside one expert and a fused gate+up's halves start on a group (rows a
- * multiple of 32); the slices keep their size.  Streamed experts keep
- * GGUF's rows: interleaving after each read would cost more than it saves. */
-static void interleave_part(mem_provider *m, mem_layer *ml, int k, const expert_part *part, unsigned char *buf)
-{
-    sl_mat w = {.type = part->type, .ne0 = part->ne0, .ne1 = part->ne1,
-                .row_bytes = (size_t)ggml_row_bytes(part->type, (uint64_t)part->ne0)};
-    if (!mat_interleave_pays(&w) || w.ne1 % 32 ||
-        (uint64_t)w.row_bytes * (uint64_t)w.ne1 != part->bytes)
-        return;
-    w.data = buf;
-    if (mat_interleave_n(&w, buf, (size_t)m->n_expert, (size_t)part->stride) == 0) /* else (no memory) rows */
-        ml->layout[k] = SL_LAYOUT_Q8_0_R16;
-}
-
 /* One part: all n_expert slices, read in one go (they are usually one
  * contiguous tensor). */
 static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout *L, const expert_part *part,
@@ -116,7 +99,8 @@ static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout 
     ml->data[k] = buf;
     ml->stride[k] = stride;
     m->bytes += len;
-    interleave_part(m, ml, k, part, buf);
+    /* Q8_0 experts in RAM are interleaved where that pays */
+    ml->layout[k] = (uint8_t)expert_part_interleave(part, buf, (size_t)m->n_expert, (size_t)part->stride);
     return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "experts/belady.h"
 #include "experts/io.h"
 #include "experts/source.h"
+#include "kernels/kernels.h"
 #include "util/clock.h"
 
 #include <errno.h>
@@ -45,6 +46,8 @@ typedef struct {
     int32_t queued;     /* settle_prefetches: its chunks not yet at the device */
     int32_t ev;         /* timeline: its read's event, or -1 */
     uint8_t verdict;    /* settle_prefetches: IO_KEEP / IO_PROMOTE / IO_DROP */
+    uint8_t uses;       /* times handed out since it was read (saturating) */
+    uint8_t layout[EXPERT_MAX_PARTS]; /* SL_LAYOUT_* of each part: rows as read, or interleaved */
 } slot_state;
 
 /* A completion's tag names its slot and file (32 bits each: a split GGUF
@@ -545,6 +548,25 @@ static int st_begin(expert_provider *p, int layer, const int32_t *ids, int n, sl
     return s->cfg.io == STORE_IO_MMAP ? 0 : admit_waiting(s, err);
 }
 
+/* The second time a slot is handed out, its Q8_0 parts are interleaved in
+ * place (expert_part_interleave), as the in-RAM provider's are at load: on
+ * weights a cache holds, the product on GGUF rows costs about 1.5x the
+ * interleaved one, and the rewrite costs one pass over the bytes, so it
+ * waits for a hit: an expert used once per read (a cache that thrashes) is
+ * left as read.  Only one forward pass uses the store at a time, and a
+ * handed-out slot is pinned, so nothing else reads or writes it now. */
+static void interleave_slot(store *s, int slot, expert_view *v)
+{
+    slot_state *ss = &s->slot[slot];
+    const expert_layer *el = &s->L->layer[ss->layer];
+    if (ss->uses < UINT8_MAX) ss->uses++;
+    for (int k = 0; k < el->n_parts; k++) {
+        if (ss->uses == 2 && ss->layout[k] == SL_LAYOUT_ROWS)
+            ss->layout[k] = (uint8_t)expert_part_interleave(&el->parts[k], (void *)v->parts[k], 1, 0);
+        v->layout[k] = ss->layout[k];
+    }
+}
+
 static int st_next(expert_provider *p, expert_view *v, sl_err *err)
 {
     store *s = (store *)p;
@@ -583,6 +605,7 @@ static int st_next(expert_provider *p, expert_view *v, sl_err *err)
         return -2;
     }
     s->src->ops->view(s->src, s->layer, s->ids[i], slot_mem(s, slot), v);
+    interleave_slot(s, slot, v);
     return i;
 }
 
