@@ -433,7 +433,10 @@ static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa
     /* the next layer's prediction: its reads queue behind this layer's
      * demand reads and overlap this layer's experts */
     int rc = pilot_attn_tap(s, il, err), done = 0;
-    bool all = !p->ops->release; /* never waits for a release: take them all */
+    /* a provider that never waits for a release, or whose experts are all
+     * ready (a store's hits): take them all and run them in groups, a
+     * fork and join per group instead of three per expert */
+    bool all = !p->ops->release || (p->ops->ready && p->ops->ready(p) == r->n_list);
     if (rc == 0 && all) rc = run_experts_all(s, il, r, xa, xa_up, y, &done, err);
     while (rc == 0 && !all) {
         expert_view v = {0};

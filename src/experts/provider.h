@@ -51,6 +51,10 @@ typedef struct {
      * will need, for prefetching.  Never changes results. */
     void (*hint)(expert_provider *p, int layer, const int32_t *ids, int n);
     void (*destroy)(expert_provider *p);
+    /* Optional (may be NULL): how many of the begun experts next() would
+     * hand out now without waiting for a read (a layer whose experts are
+     * all ready can take them at once and run them together). */
+    int (*ready)(expert_provider *p);
 } expert_provider_ops;
 
 struct expert_provider {

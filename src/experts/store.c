@@ -701,7 +701,9 @@ static void st_destroy(expert_provider *p)
     free(s);
 }
 
-static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_end, st_hint, st_destroy};
+static int st_ready(expert_provider *p) { return ((const store *)p)->n_ready; }
+
+static const expert_provider_ops STORE_OPS = {st_begin, st_next, st_release, st_end, st_hint, st_destroy, st_ready};
 
 /* ---- creation ---- */
 
