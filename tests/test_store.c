@@ -14,6 +14,7 @@
 #include "experts/io.h"
 #include "experts/layout.h"
 #include "experts/store.h"
+#include "kernels/kernels.h"
 #include "experts/trace.h"
 #include "util/clock.h"
 #include "util/fileio.h"
@@ -87,7 +88,7 @@ static void run_passes_policy(const char *name, store_io io, int slots, int batc
         T_CHECK(0, "%s", err.msg);
         goto out;
     }
-    int bad = 0, handed = 0;
+    int bad = 0, handed = 0, interleaved = 0;
     for (int pass = 0; pass < n_passes && !bad; pass++) {
         for (int l = 0; l < 6 && !bad; l++) {
             int32_t ids[32];
@@ -105,6 +106,7 @@ static void run_passes_policy(const char *name, store_io io, int slots, int batc
                 if (v.id != ids[i] || (seen >> i & 1) || check_view(g, &L, l, &v)) bad++;
                 seen |= 1u << i;
                 handed++;
+                interleaved += v.layout[0] != SL_LAYOUT_ROWS;
                 p->ops->release(p, i);
             }
             T_CHECK(i == -1, "next failed: %s", err.msg);
@@ -118,6 +120,11 @@ static void run_passes_policy(const char *name, store_io io, int slots, int batc
     T_CHECK(st.hits + st.misses == (uint64_t)handed || io == STORE_IO_MMAP, "hits %llu + misses %llu != %d",
             (unsigned long long)st.hits, (unsigned long long)st.misses, handed);
     T_CHECK(io == STORE_IO_MMAP || st.bytes_read >= st.bytes_needed, "read less than needed");
+    /* a hit is a slot's second use or later: its Q8_0 parts are interleaved
+     * (on AVX-512), a slot just read is handed out as read */
+    uint64_t want_il = io != STORE_IO_MMAP && kernels_isa_detected() >= SL_ISA_AVX512 ? st.hits : 0;
+    T_CHECK((uint64_t)interleaved == want_il, "%d views interleaved, %llu expected", interleaved,
+            (unsigned long long)want_il);
     /* alignment overhead only: at most two extra 4 KiB pages per part */
     T_CHECK(io == STORE_IO_MMAP || st.bytes_read <= st.bytes_needed + st.misses * 3 * 8192, "read amplification");
     p->ops->destroy(p);
