@@ -700,18 +700,11 @@ typedef void (*iq_tile_fn)(int nt, const uint8_t *row, int64_t nb, const blk_q8_
 #else
 #define IQ_TILE_8(T)
 #endif
-#if IQ_W == 64
-/* A single token of a table-sign type goes through the AVX2 body (kq_iq.h). */
-#define IQ_ROW_ONE(T, row, nb, x, out) \
-    if (!SIGN_TABLE_TYPE(T) || !kq_iq_row1_avx2(T, row, nb, x, out)) row_one(T, row, nb, x, out)
-#else
-#define IQ_ROW_ONE(T, row, nb, x, out) row_one(T, row, nb, x, out)
-#endif
 #define IQ_KERNEL(NAME, T)                                                                            \
     static void NAME(int nt, const uint8_t *row, int64_t nb, const blk_q8_K *const *xs, float *out) \
     {                                                                                                 \
         switch (nt) {                                                                                 \
-        case 1: IQ_ROW_ONE(T, row, nb, xs[0], out); break;                                            \
+        case 1: row_one(T, row, nb, xs[0], out); break;                                               \
         case 2: row_tile(T, 2, row, nb, xs, out); break;                                              \
         IQ_TILE_8(T)                                                                                  \
         default: row_tile(T, 4, row, nb, xs, out); break;                                             \
@@ -742,15 +735,6 @@ static iq_tile_fn tile_fn(uint32_t type)
     default: return NULL;
     }
 }
-
-#if IQ_W == 32
-int kq_iq_row1_avx2(uint32_t type, const uint8_t *row, int64_t nb, const blk_q8_K *x, float *out)
-{
-    if (!SIGN_TABLE_TYPE(type)) return 0;
-    tile_fn(type)(1, row, nb, &x, out);
-    return 1;
-}
-#endif
 
 /* The widest tile width (a power of two <= IQ_TT) that fits LEFT tokens. */
 static inline int tile_width(int64_t left)

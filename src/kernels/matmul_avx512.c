@@ -999,12 +999,10 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
     case GGML_TYPE_F32:
         if (w->order == SL_ORDER_VEC_DOT) return 0; /* scalar dot_f32_vd */
         return rows_float(w, x, y, y_stride, r0, r1);
-    case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
-        /* one token on a split 512-bit unit (Zen 4): the AVX2 body ran
-         * 1.22x (TQ1_0) and 1.17x (TQ2_0) the 512-bit one's speed there (docs/KERNELS.md); same bits */
-        if (x->rows == 1 && kq_cpu_split512()) return kq_rows_iq_avx2(w, x, y, y_stride, r0, r1);
-        return kq_rows_iq_avx512(w, x, y, y_stride, r0, r1);
     default:
-        return kq_is_iq(w->type) ? kq_rows_iq_avx512(w, x, y, y_stride, r0, r1) : 0; /* iq_simd.h */
+        if (!kq_is_iq(w->type)) return 0;
+        if (x->rows == 1 && kq_iq_one_token_avx2(w->type, kq_cpu_split512()))
+            return kq_rows_iq_avx2(w, x, y, y_stride, r0, r1);
+        return kq_rows_iq_avx512(w, x, y, y_stride, r0, r1); /* iq_simd.h */
     }
 }
