@@ -21,6 +21,7 @@
 #include "experts/trace.h"
 #include "util/fileio.h"
 #include "t.h"
+#include "view_check.h"
 
 static const uint8_t ID_A[HEAT_ID_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 static const uint8_t ID_B[HEAT_ID_BYTES] = {16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
@@ -525,23 +526,6 @@ static void close_model(model *m)
     gguf_close(m->g);
 }
 
-static int check_view(const model *m, int layer, const expert_view *v)
-{
-    static uint8_t ref[1 << 20];
-    const expert_layer *el = &m->L.layer[layer];
-    for (int p = 0; p < el->n_parts; p++) {
-        const expert_part *pt = &el->parts[p];
-        sl_err err;
-        if (sl_pread_full(m->g->parts[pt->file].fd, ref, pt->bytes, pt->off + (uint64_t)v->id * pt->stride,
-                          m->g->path, &err))
-            return -1;
-        /* a slot used twice holds its Q8_0 parts interleaved (store.c) */
-        if (v->layout[p] && expert_part_interleave(pt, ref, 1, 0) != v->layout[p]) return -1;
-        if (memcmp(ref, v->parts[p], pt->bytes)) return -1;
-    }
-    return 0;
-}
-
 /* One layer: begin, take every expert, check it, release, end. */
 static int run_layer(expert_provider *p, const model *m, int layer, const int32_t *ids, int n, int *bad)
 {
@@ -550,7 +534,7 @@ static int run_layer(expert_provider *p, const model *m, int layer, const int32_
     expert_view v;
     int i, got = 0;
     while ((i = p->ops->next(p, &v, &err)) >= 0) {
-        if (v.id != ids[i] || check_view(m, layer, &v)) ++*bad;
+        if (v.id != ids[i] || view_matches_gguf(m->g, &m->L, layer, &v)) ++*bad;
         got++;
         p->ops->release(p, i);
     }

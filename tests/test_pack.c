@@ -28,6 +28,7 @@
 #include "experts/store.h"
 #include "util/fileio.h"
 #include "t.h"
+#include "view_check.h"
 
 #define MODEL "models/tinymoe-q8_0.gguf"
 enum { N_LAYERS = 6, N_EXPERT = 32, N_USED = 4 };
@@ -77,20 +78,6 @@ static int gguf_slice(const model *m, int l, int e, int p, uint8_t *buf, sl_err 
 {
     const expert_part *pt = &m->L.layer[l].parts[p];
     return sl_pread_full(m->g->parts[pt->file].fd, buf, pt->bytes, pt->off + (uint64_t)e * pt->stride, m->g->path, err);
-}
-
-static int check_view(const model *m, int layer, const expert_view *v)
-{
-    static uint8_t ref[1 << 20];
-    sl_err err;
-    for (int p = 0; p < m->L.layer[layer].n_parts; p++) {
-        const expert_part *pt = &m->L.layer[layer].parts[p];
-        if (gguf_slice(m, layer, v->id, p, ref, &err)) return -1;
-        /* a slot used twice holds its Q8_0 parts interleaved (store.c) */
-        if (v->layout[p] && expert_part_interleave(pt, ref, 1, 0) != v->layout[p]) return -1;
-        if (memcmp(ref, v->parts[p], pt->bytes)) return -1;
-    }
-    return 0;
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -235,7 +222,7 @@ static int read_passes(const model *m, expert_provider *p, const read_cfg *rc, s
             expert_view v;
             int i, got = 0;
             while ((i = p->ops->next(p, &v, err)) >= 0) {
-                bad += v.id != ids[i] || check_view(m, l, &v);
+                bad += v.id != ids[i] || view_matches_gguf(m->g, &m->L, l, &v);
                 got++;
                 p->ops->release(p, i);
             }
@@ -336,7 +323,7 @@ static int load_one(const model *m, const char *manifest, const read_cfg *rc, in
     int32_t id = e;
     expert_view v;
     int i = p->ops->begin(p, layer, &id, 1, err) ? -2 : p->ops->next(p, &v, err);
-    if (i >= 0 && check_view(m, layer, &v)) i = -4;
+    if (i >= 0 && view_matches_gguf(m->g, &m->L, layer, &v)) i = -4;
     if (i >= 0) p->ops->release(p, i);
     p->ops->end(p, layer);
     expert_store_stats(p, st);

@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "util/fileio.h"
 #include "t.h"
+#include "view_check.h"
 
 static const char *PARTS[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
 
@@ -40,23 +41,6 @@ static int build_layout(expert_layout *L, const gguf_file *g, sl_err *err)
 static int open_tinymoe(gguf_file **g, expert_layout *L, sl_err *err)
 {
     return gguf_open(g, "models/tinymoe-q8_0.gguf", err) || build_layout(L, *g, err) ? -1 : 0;
-}
-
-/* Compares a handed-out view with a plain pread of the same slices. */
-static int check_view(const gguf_file *g, const expert_layout *L, int layer, const expert_view *v)
-{
-    static uint8_t ref[1 << 20];
-    for (int p = 0; p < 3; p++) {
-        const expert_part *pt = &L->layer[layer].parts[p];
-        sl_err err;
-        if (sl_pread_full(g->parts[pt->file].fd, ref, pt->bytes, pt->off + (uint64_t)v->id * pt->stride,
-                          g->path, &err))
-            return -1;
-        /* a slot used twice holds its Q8_0 parts interleaved (store.c) */
-        if (v->layout[p] && expert_part_interleave(pt, ref, 1, 0) != v->layout[p]) return -1;
-        if (memcmp(ref, v->parts[p], pt->bytes)) return -1;
-    }
-    return 0;
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -103,7 +87,7 @@ static void run_passes_policy(const char *name, store_io io, int slots, int batc
             expert_view v;
             int i;
             while ((i = p->ops->next(p, &v, &err)) >= 0) {
-                if (v.id != ids[i] || (seen >> i & 1) || check_view(g, &L, l, &v)) bad++;
+                if (v.id != ids[i] || (seen >> i & 1) || view_matches_gguf(g, &L, l, &v)) bad++;
                 seen |= 1u << i;
                 handed++;
                 interleaved += v.layout[0] != SL_LAYOUT_ROWS;
@@ -194,7 +178,7 @@ static void injected_fault(store_io io)
     /* the failed expert was dropped: asking again reads it again, correctly */
     T_CHECK(p->ops->begin(p, 2, ids, 4, &err) == 0, "begin again");
     int ok = 0;
-    while ((i = p->ops->next(p, &v, &err)) >= 0) ok += check_view(g, &L, 2, &v) == 0, p->ops->release(p, i);
+    while ((i = p->ops->next(p, &v, &err)) >= 0) ok += view_matches_gguf(g, &L, 2, &v) == 0, p->ops->release(p, i);
     T_CHECK(i == -1 && ok == 4, "recovery after a failed read: %d ok, %s", ok, i == -2 ? err.msg : "");
     p->ops->end(p, 2);
     p->ops->destroy(p);
@@ -525,7 +509,7 @@ static int hinted_passes(pf_admit_mode mode, double bps, int n_passes, bool hint
             }
             expert_view v;
             int i;
-            while ((i = p->ops->next(p, &v, &err)) >= 0) bad += check_view(g, &L, l, &v) != 0, p->ops->release(p, i);
+            while ((i = p->ops->next(p, &v, &err)) >= 0) bad += view_matches_gguf(g, &L, l, &v) != 0, p->ops->release(p, i);
             if (i != -1) bad = -1;
             p->ops->end(p, l);
         }
