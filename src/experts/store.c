@@ -120,10 +120,19 @@ int store_io_parse(const char *name)
     return -1;
 }
 
+/* Reads in flight: the store refills the queue only when the compute
+ * thread reaps, between experts; a prompt batch's attention runs ~0.15 s
+ * without one (Qwen3-30B-A3B shape, 512 positions), so the reads queued
+ * for the next layer must cover that: 256 MiB is 0.25 s at 1 GB/s.  With
+ * 32 MiB the disk idled most of each attention (docs/STREAMING.md).  A
+ * decode step's demand reads rarely fill even that, and prefetches keep
+ * their own limit (io.h), so it is batch passes that queue this deep. */
+enum { STORE_QUEUE_DEPTH = 256 };
+
 store_config store_config_default(uint64_t cache_bytes)
 {
     return (store_config){.io = STORE_IO_URING, .cache_bytes = cache_bytes, .policy = CACHE_AHEAD,
-                          .half_life = 128, .queue_depth = 32, .chunk_bytes = 1u << 20,
+                          .half_life = 128, .queue_depth = STORE_QUEUE_DEPTH, .chunk_bytes = 1u << 20,
                           .pin = heat_pin_defaults(), .log_cap = 1 << 20};
 }
 

@@ -105,7 +105,7 @@ typedef struct {
 const char *store_io_name(store_io io);
 int store_io_parse(const char *name); /* -1 if unknown */
 
-/* Sensible defaults: uring, AHEAD, depth 32, 1 MiB chunks, no heat. */
+/* Sensible defaults: uring, AHEAD, 256 reads in flight, 1 MiB chunks, no heat. */
 store_config store_config_default(uint64_t cache_bytes);
 
 /* Bytes one cache slot needs for the largest expert of the layout. */
