@@ -121,11 +121,7 @@ int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_p
         p->n = kmax;
         point_masses(p, 0, DRAFT_RANDOM);
         return 0;
-    case DRAFT_NGRAM: drafter_lookup(d, hist, n, kmax, p); return 0;
-    case DRAFT_MODEL:
-        /* combined mode: the n-gram lookup when it has something, else the model */
-        if (drafter_lookup(d, hist, n, kmax, p) || !d->dm) return 0;
-        return draft_model_propose(d->dm, hist, n, kmax, &d->rng, p, err);
-    default: return 0;
+    case DRAFT_MODEL: return d->dm ? draft_model_propose(d->dm, hist, n, kmax, &d->rng, p, err) : 0;
+    default: return 0; /* n-gram: the lookup is all it has */
     }
 }

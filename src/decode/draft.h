@@ -56,15 +56,16 @@ draft_kind drafter_kind(const drafter *d);
 /* "ngram", "random", "model", "model+ngram". */
 const char *drafter_name(const drafter *d);
 
-/* Proposes at most KMAX (<= DRAFT_MAX) tokens after HIST[0, N) into P.
- * TEMP > 0 asks for drafts drawn from a distribution (only the model
- * proposer has one; the others always propose point masses). */
+/* Proposes at most KMAX (<= DRAFT_MAX) tokens after HIST[0, N) into P with
+ * D's proposer, which a step runs when D's lookup (below) found nothing:
+ * random ids, or the draft model (whose proposals carry its distributions);
+ * nothing for n-gram. */
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err);
 
 /* The lookup D's proposals start with, which costs next to nothing: n-gram
  * lookup for ngram, of at least 2 tokens for a model (combined mode), none
- * for random.  Proposes at most KMAX tokens into P like drafter_propose and
- * returns how many (0: D would draft with its model, if it has one). */
+ * for random.  Proposes at most KMAX tokens into P (point masses) and
+ * returns how many (0: D would draft with its proposer, if it has one). */
 int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p);
 /* The n-gram lookup on its own: the KMAX tokens that followed the latest
  * earlier occurrence of the longest suffix of HIST of NMAX .. NMIN tokens,
