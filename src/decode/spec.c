@@ -278,6 +278,14 @@ static bool could_pay(const spec *sp, int kmax)
     return false;
 }
 
+/* Seconds of drafting per proposed token from SRC, as measured (0 before
+ * any draft). */
+static double draft_s(const spec *sp, int src)
+{
+    const ema *t = &sp->t_draft[src];
+    return t->n ? t->v : 0;
+}
+
 /* Once drafting stopped paying, a short draft now and then re-measures
  * acceptance; a probe that changes nothing doubles the wait for the next.
  * A probe whose drafts are all rejected costs its pass (and its drafting)
@@ -295,8 +303,7 @@ static int probe_k(spec *sp, int kmax)
     if (++sp->since_probe < sp->probe_gap || !could_pay(sp, kmax)) return 0;
     int k = sp->o.k_min > 2 ? sp->o.k_min : 2;
     if (k > kmax) k = kmax;
-    const ema *t = &sp->t_draft[SRC_PROPOSER];
-    double plain = verify_cost(sp, 0), excess = verify_cost(sp, k) + k * (t->n ? t->v : 0) - plain;
+    double plain = verify_cost(sp, 0), excess = verify_cost(sp, k) + k * draft_s(sp, SRC_PROPOSER) - plain;
     if (sp->since_probe * PROBE_SHARE * plain < excess) return 0;
     sp->since_probe = 0;
     sp->probed = true;
@@ -319,8 +326,7 @@ static int choose_k(spec *sp, int room, int src)
     if (kmax > 2 * explored + 2) kmax = 2 * explored + 2;
     double tokens[DRAFT_MAX + 1];
     for (int k = 0; k <= kmax; k++) tokens[k] = expected_tokens(sp, src, k);
-    const ema *t = &sp->t_draft[src];
-    int bk = dcost_choose(&sp->cost, tokens, t->n ? t->v : 0, sp->o.k_min, kmax, MARGIN);
+    int bk = dcost_choose(&sp->cost, tokens, draft_s(sp, src), sp->o.k_min, kmax, MARGIN);
     if (bk == 0) return src == SRC_LOOKUP ? 0 : probe_k(sp, kmax);
     sp->since_probe = 0, sp->probed = false, sp->probe_gap = PROBE_EVERY;
     /* a plain step now and then keeps its measured cost current */
