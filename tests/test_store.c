@@ -509,7 +509,8 @@ static int hinted_passes(pf_admit_mode mode, double bps, int n_passes, bool hint
             }
             expert_view v;
             int i;
-            while ((i = p->ops->next(p, &v, &err)) >= 0) bad += view_matches_gguf(g, &L, l, &v) != 0, p->ops->release(p, i);
+            while ((i = p->ops->next(p, &v, &err)) >= 0)
+                bad += view_matches_gguf(g, &L, l, &v) != 0, p->ops->release(p, i);
             if (i != -1) bad = -1;
             p->ops->end(p, l);
         }
