@@ -1,9 +1,9 @@
 /* The SIMD products of the codebook and ternary types (kq_iq.h), written
- * once for both vector widths: iq_avx2.c includes this file with IQ_W 32
- * (one 32-element sub-block per __m256i), iq_avx512.c with IQ_W 64 (two
- * sub-blocks per __m512i).  Only the handful of primitives below differ
- * per width; decoding, the integer sums and the float order are this one
- * source.
+ * once for both vector widths: iq_avx2.c and iq_vl_avx512.c include this
+ * file with IQ_W 32 (one 32-element sub-block per __m256i), iq_avx512.c
+ * with IQ_W 64 (two sub-blocks per __m512i).  Only the handful of
+ * primitives below differ per width; decoding, the integer sums and the
+ * float order are this one source.
  *
  * Bit-identity with the scalar definition (iq.c): per superblock the 8
  * lane sums L_k (k = (e mod 32) / 4) are exact integers whatever
@@ -29,6 +29,19 @@
 /* the decoders and the per-type bodies: one copy per type and tile width */
 #define IQ_INLINE static inline __attribute__((always_inline))
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+/* With VNNI a TQ1_0 digit stays in the top two bits of its byte (digit x
+ * 64: 0, 64, 128, unsigned for vpdpbusd) and vpdpbusd sums the products
+ * straight into the int32 lanes (elements 4j..4j+3 of each vector, the
+ * lanes maddubs + madd form): the shift and mask per vector and the int16
+ * add go.  Every product is a multiple of 64, so one arithmetic shift by 6
+ * per superblock (ternary_lanes) gives the same lane integers (before it
+ * at most 32 x 128 x 127 per lane: no overflow). */
+#define TQ1_DP 1
+#else
+#define TQ1_DP 0
+#endif
+
 #if IQ_W == 64
 typedef __m512i V;   /* 64 elements */
 typedef __mmask64 S; /* one sign bit per element */
@@ -50,6 +63,7 @@ static inline V v_neg16(V x, S m) { return _mm512_mask_sub_epi16(x, (__mmask32)m
 static inline S s_bits16(uint64_t b) { return _cvtu64_mask64(b); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm512_add_epi16(acc, _mm512_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm512_madd_epi16(s, _mm512_set1_epi16(1)); }
+static inline V v_dp4(V acc, V u, V a) { return _mm512_dpbusd_epi32(acc, u, a); }
 /* int16 lane i of S (a sub-block's scale) across sub-block i's elements, for the two sub-blocks of vector v */
 static inline V v_scales(__m128i s, int v)
 {
@@ -101,6 +115,9 @@ static inline S s_bits16(uint64_t b)
 static inline V v_neg16(V x, S m) { return _mm256_sub_epi16(_mm256_xor_si256(x, m), m); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+#if TQ1_DP
+static inline V v_dp4(V acc, V u, V a) { return _mm256_dpbusd_epi32(acc, u, a); }
+#endif
 static inline __m256i v_fold(V s) { return s; }
 static inline V v_scales(__m128i s, int v)
 {
@@ -243,7 +260,11 @@ static inline __m256i tq1_digits(__m256i x)
 {
     x = _mm256_subs_epu8(x, _mm256_set1_epi8(1));
     x = _mm256_avg_epu8(x, _mm256_avg_epu8(x, _mm256_setzero_si256()));
+#if TQ1_DP
+    return _mm256_and_si256(x, _mm256_set1_epi8(-64));
+#else
     return _mm256_and_si256(_mm256_srli_epi16(x, 6), _mm256_set1_epi8(3));
+#endif
 }
 
 /* TQ1_0 elements 32k..32k+31 (layout in docs/KERNELS.md): qs[0..31] hold
@@ -263,7 +284,7 @@ static inline __m256i tq1_chunk(const uint8_t *b, int k)
     __m256i h = _mm256_set1_epi32((int)kq_le32(b + 48));
     h = _mm256_blend_epi32(h, tq1_x3(h), 0xaa);  /* x1, x3 in each 64 bits */
     h = _mm256_blend_epi32(h, tq1_x9(h), 0xcc);  /* x1, x3, x9, x27 */
-    return tq1_digits(_mm256_blend_epi32(tq1_x9(tq1_x9(r)), h, 0xf0)); /* [81 q2 | qh] */
+    return tq1_digits(_mm256_blend_epi32(tq1_x9(tq1_x9(r13)), h, 0xf0)); /* [81 q2 | qh]: 9 q2 is chunk 6's */
 }
 
 #if IQ_W == 64
@@ -278,7 +299,7 @@ static inline V tq1_digitsv(V x)
 {
     x = _mm512_subs_epu8(x, v_bytes(1));
     x = _mm512_avg_epu8(x, _mm512_avg_epu8(x, v_zero()));
-    return _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
+    return TQ1_DP ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
 }
 
 IQ_INLINE V tq1_vec(const uint8_t *b, int v)
@@ -465,6 +486,7 @@ IQ_INLINE int half_scales(uint32_t T, const uint8_t *b, __m256i *s16)
  * through the activations' pair sums, no sign bits), and the rest, whose
  * per-element sign bits are applied to the activation bytes. */
 static inline int is_ternary(uint32_t T) { return T == GGML_TYPE_TQ1_0 || T == GGML_TYPE_TQ2_0; }
+static inline int tq1_dp(uint32_t T) { return TQ1_DP && T == GGML_TYPE_TQ1_0; }
 static inline int is_iq1(uint32_t T) { return T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M; }
 static inline int elem_signs(uint32_t T) { return !is_ternary(T) && !is_iq1(T); }
 
@@ -591,6 +613,22 @@ static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
     return _mm_cvtsi128_si32(s);
 }
 
+/* The ternary types' lane sums L_k from the superblock's sums S (int16
+ * pairs, or TQ1_0's int32 lanes x 64 under TQ1_DP) and the activations'
+ * 16-element sums BS: value = trit - 1, so lane k -= bsum_2k + bsum_2k+1,
+ * as ggml.  On 256 bits the int16 pairs take the bsums before widening
+ * (|S| <= 8 x 2 x 254, |bsum| <= 16 x 127: no wrap), one operation less. */
+IQ_INLINE __m256i ternary_lanes(uint32_t T, V s, __m256i bs)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    if (tq1_dp(T)) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
+#if IQ_W == 32
+    return _mm256_madd_epi16(_mm256_sub_epi16(s, bs), one);
+#else
+    return _mm256_sub_epi32(v_fold(v_pairs(s)), _mm256_madd_epi16(bs, one));
+#endif
+}
+
 /* Accumulators of one (row, token): the scalar path's acc, acc2, acc1. */
 typedef struct {
     __m256 acc, acc2;
@@ -602,11 +640,9 @@ typedef struct {
  * accumulators, in the scalar path's order. */
 IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, V s1, tacc *o)
 {
-    __m256i L = v_fold(is_ternary(T) ? v_pairs(s) : s);
-    if (is_iq1(T)) L = _mm256_sub_epi32(L, v_fold(s1));
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
-    if (is_ternary(T)) /* value = trit - 1: lane k -= bsum_2k + bsum_2k+1, as ggml */
-        L = _mm256_sub_epi32(L, _mm256_madd_epi16(bs, _mm256_set1_epi16(1)));
+    __m256i L = is_ternary(T) ? ternary_lanes(T, s, bs) : v_fold(s);
+    if (is_iq1(T)) L = _mm256_sub_epi32(L, v_fold(s1));
     float d = p->d * a->d;
     o->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(L), o->acc);
     if (T == GGML_TYPE_IQ1_M) o->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(v_fold(s2)), o->acc2);
@@ -619,6 +655,12 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
  * = 4096 per lane, so the integer is the same and so is every bit after. */
 IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2, V *s1)
 {
+#if TQ1_DP
+    if (T == GGML_TYPE_TQ1_0) {
+        *s = v_dp4(*s, mag, av);
+        return;
+    }
+#endif
     if (is_ternary(T)) {
         *s = v_sum16(*s, mag, av);
         return;

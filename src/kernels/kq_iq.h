@@ -127,12 +127,15 @@ void kq_dequant_iq(uint32_t type, const void *row, int64_t n, float *out);
 /* Rows [r0, r1) on one thread; 0 when the path has no kernel for the type. */
 int kq_rows_iq_avx2(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 int kq_rows_iq_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
-/* Whether the AVX-512 path decodes one token of TYPE through the AVX2 body
- * (the same integers, so the same bits; docs/KERNELS.md): the types whose
- * signs the AVX2 body takes from a table (IQ2_XXS, IQ2_XS, IQ3_XXS) ran
- * 1.2-1.5x the 512-bit body's speed on a Zen 5, and the ternary ones 1.2x
- * where 512-bit operations run on 256-bit halves (Zen 4: SPLIT512). */
-static inline int kq_iq_one_token_avx2(uint32_t type, int split512)
+/* The 256-bit body with AVX-512 VL + VNNI encodings (iq_vl_avx512.c). */
+int kq_rows_iq_vl_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
+/* Whether the AVX-512 path decodes one token of TYPE through the 256-bit
+ * body (kq_rows_iq_vl_avx512: the same integers, so the same bits;
+ * docs/KERNELS.md): the types whose signs that body takes from a table
+ * (IQ2_XXS, IQ2_XS, IQ3_XXS) ran 1.2-1.5x the 512-bit body's speed on a
+ * Zen 5, and the ternary ones 1.2x where 512-bit operations run on 256-bit
+ * halves (Zen 4: SPLIT512). */
+static inline int kq_iq_one_token_256(uint32_t type, int split512)
 {
     return type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS || type == GGML_TYPE_IQ3_XXS ||
            (split512 && (type == GGML_TYPE_TQ1_0 || type == GGML_TYPE_TQ2_0));

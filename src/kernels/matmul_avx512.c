@@ -1001,8 +1001,8 @@ int kq_rows_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, 
         return rows_float(w, x, y, y_stride, r0, r1);
     default:
         if (!kq_is_iq(w->type)) return 0;
-        if (x->rows == 1 && kq_iq_one_token_avx2(w->type, kq_cpu_split512()))
-            return kq_rows_iq_avx2(w, x, y, y_stride, r0, r1);
+        if (x->rows == 1 && kq_iq_one_token_256(w->type, kq_cpu_split512()))
+            return kq_rows_iq_vl_avx512(w, x, y, y_stride, r0, r1);
         return kq_rows_iq_avx512(w, x, y, y_stride, r0, r1); /* iq_simd.h */
     }
 }
