@@ -30,16 +30,17 @@
 #define IQ_INLINE static inline __attribute__((always_inline))
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-/* With VNNI a TQ1_0 digit stays in the top two bits of its byte (digit x
- * 64: 0, 64, 128, unsigned for vpdpbusd) and vpdpbusd sums the products
- * straight into the int32 lanes (elements 4j..4j+3 of each vector, the
- * lanes maddubs + madd form): the shift and mask per vector and the int16
- * add go.  Every product is a multiple of 64, so one arithmetic shift by 6
- * per superblock (ternary_lanes) gives the same lane integers (before it
- * at most 32 x 128 x 127 per lane: no overflow). */
-#define TQ1_DP 1
+/* With VNNI a ternary digit is kept in the top two bits of its byte
+ * (digit x 64: 0, 64, 128, unsigned for vpdpbusd; TQ1_0's rounding
+ * averages leave it there, TQ2_0's shift puts it there) and vpdpbusd sums
+ * the products straight into the int32 lanes (elements 4j..4j+3 of each
+ * vector, the lanes maddubs + madd form): a shift and mask per vector and
+ * the int16 add go.  Every product is a multiple of 64, so one arithmetic
+ * shift by 6 per superblock (ternary_lanes) gives the same lane integers
+ * (before it at most 32 x 128 x 127 per lane: no overflow). */
+#define TQ_DP 1
 #else
-#define TQ1_DP 0
+#define TQ_DP 0
 #endif
 
 #if IQ_W == 64
@@ -115,7 +116,7 @@ static inline S s_bits16(uint64_t b)
 static inline V v_neg16(V x, S m) { return _mm256_sub_epi16(_mm256_xor_si256(x, m), m); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
-#if TQ1_DP
+#if TQ_DP
 static inline V v_dp4(V acc, V u, V a) { return _mm256_dpbusd_epi32(acc, u, a); }
 #endif
 static inline __m256i v_fold(V s) { return s; }
@@ -260,7 +261,7 @@ static inline __m256i tq1_digits(__m256i x)
 {
     x = _mm256_subs_epu8(x, _mm256_set1_epi8(1));
     x = _mm256_avg_epu8(x, _mm256_avg_epu8(x, _mm256_setzero_si256()));
-#if TQ1_DP
+#if TQ_DP
     return _mm256_and_si256(x, _mm256_set1_epi8(-64));
 #else
     return _mm256_and_si256(_mm256_srli_epi16(x, 6), _mm256_set1_epi8(3));
@@ -299,7 +300,7 @@ static inline V tq1_digitsv(V x)
 {
     x = _mm512_subs_epu8(x, v_bytes(1));
     x = _mm512_avg_epu8(x, _mm512_avg_epu8(x, v_zero()));
-    return TQ1_DP ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
+    return TQ_DP ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
 }
 
 IQ_INLINE V tq1_vec(const uint8_t *b, int v)
@@ -443,8 +444,12 @@ static inline S iq1m_delta_signs(const uint8_t *b, int v)
 /* TQ2_0: element 128c + 32l + m is bits 2l of qs[32c + m]. */
 static inline __m256i tq2_chunk(const uint8_t *b, int k)
 {
-    return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b + 32 * (k / 4))), 2 * (k % 4)),
-                            _mm256_set1_epi8(3));
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b + 32 * (k / 4)));
+#if TQ_DP
+    return _mm256_and_si256(_mm256_slli_epi16(q, 6 - 2 * (k % 4)), _mm256_set1_epi8(-64));
+#else
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
+#endif
 }
 
 IQ_INLINE void chunk_of(uint32_t T, const uint8_t *b, int ib, sub32 *c)
@@ -486,7 +491,6 @@ IQ_INLINE int half_scales(uint32_t T, const uint8_t *b, __m256i *s16)
  * through the activations' pair sums, no sign bits), and the rest, whose
  * per-element sign bits are applied to the activation bytes. */
 static inline int is_ternary(uint32_t T) { return T == GGML_TYPE_TQ1_0 || T == GGML_TYPE_TQ2_0; }
-static inline int tq1_dp(uint32_t T) { return TQ1_DP && T == GGML_TYPE_TQ1_0; }
 static inline int is_iq1(uint32_t T) { return T == GGML_TYPE_IQ1_S || T == GGML_TYPE_IQ1_M; }
 static inline int elem_signs(uint32_t T) { return !is_ternary(T) && !is_iq1(T); }
 
@@ -614,14 +618,14 @@ static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
 }
 
 /* The ternary types' lane sums L_k from the superblock's sums S (int16
- * pairs, or TQ1_0's int32 lanes x 64 under TQ1_DP) and the activations'
+ * pairs, or int32 lanes x 64 under TQ_DP) and the activations'
  * 16-element sums BS: value = trit - 1, so lane k -= bsum_2k + bsum_2k+1,
  * as ggml.  On 256 bits the int16 pairs take the bsums before widening
  * (|S| <= 8 x 2 x 254, |bsum| <= 16 x 127: no wrap), one operation less. */
-IQ_INLINE __m256i ternary_lanes(uint32_t T, V s, __m256i bs)
+IQ_INLINE __m256i ternary_lanes(V s, __m256i bs)
 {
     const __m256i one = _mm256_set1_epi16(1);
-    if (tq1_dp(T)) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
+    if (TQ_DP) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
 #if IQ_W == 32
     return _mm256_madd_epi16(_mm256_sub_epi16(s, bs), one);
 #else
@@ -641,7 +645,7 @@ typedef struct {
 IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2, V s1, tacc *o)
 {
     __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
-    __m256i L = is_ternary(T) ? ternary_lanes(T, s, bs) : v_fold(s);
+    __m256i L = is_ternary(T) ? ternary_lanes(s, bs) : v_fold(s);
     if (is_iq1(T)) L = _mm256_sub_epi32(L, v_fold(s1));
     float d = p->d * a->d;
     o->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(L), o->acc);
@@ -652,17 +656,16 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
 /* One vector of a decoded superblock times the token's bytes AV.  The
  * ternary types (scale 1, trits 0..2) sum the byte-pair products as int16
  * across the superblock and widen once in token_end: at most 8 x 2 x 2 x 128
- * = 4096 per lane, so the integer is the same and so is every bit after. */
+ * = 4096 per lane, so the integer is the same and so is every bit after
+ * (with VNNI, int32 lanes x 64 at once: TQ_DP). */
 IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2, V *s1)
 {
-#if TQ1_DP
-    if (T == GGML_TYPE_TQ1_0) {
-        *s = v_dp4(*s, mag, av);
-        return;
-    }
-#endif
     if (is_ternary(T)) {
+#if TQ_DP
+        *s = v_dp4(*s, mag, av);
+#else
         *s = v_sum16(*s, mag, av);
+#endif
         return;
     }
     if (is_iq1(T)) { /* grid + 1 (sub_iq1_s); IQ1_M's delta sign on the scales */
