@@ -104,7 +104,11 @@ static inline S s_bits(uint64_t b)
     return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
 }
 static inline V v_signs(V a, S s) { return _mm256_sign_epi8(a, s); }
+#if TQ_DP /* VNNI on 256 bits: the multiply-add and the add in one, the same int32 */
+static inline V v_dot16(V acc, V p, V sc) { return _mm256_dpwssd_epi32(acc, p, sc); }
+#else
 static inline V v_dot16(V acc, V p, V sc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc)); }
+#endif
 static inline V v_dot(V acc, V mag, V a, V sc) { return v_dot16(acc, _mm256_maddubs_epi16(mag, a), sc); }
 /* For v_neg16: int16 lane i all ones where bit i of B is set. */
 static inline S s_bits16(uint64_t b)
