@@ -30,7 +30,9 @@
 #define IQ_INLINE static inline __attribute__((always_inline))
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-/* With VNNI a ternary digit is kept in the top two bits of its byte
+/* IQ_VNNI: built with AVX-512 VL + VNNI (iq_avx512.c, iq_vl_avx512.c).
+ * The 256-bit scale products then take vpdpwssd as the 512-bit ones do,
+ * and a ternary digit is kept in the top two bits of its byte
  * (digit x 64: 0, 64, 128, unsigned for vpdpbusd; TQ1_0's rounding
  * averages leave it there, TQ2_0's shift puts it there) and vpdpbusd sums
  * the products straight into the int32 lanes (elements 4j..4j+3 of each
@@ -38,9 +40,9 @@
  * the int16 add go.  Every product is a multiple of 64, so one arithmetic
  * shift by 6 per superblock (ternary_lanes) gives the same lane integers
  * (before it at most 32 x 128 x 127 per lane: no overflow). */
-#define TQ_DP 1
+#define IQ_VNNI 1
 #else
-#define TQ_DP 0
+#define IQ_VNNI 0
 #endif
 
 #if IQ_W == 64
@@ -104,7 +106,7 @@ static inline S s_bits(uint64_t b)
     return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
 }
 static inline V v_signs(V a, S s) { return _mm256_sign_epi8(a, s); }
-#if TQ_DP /* VNNI on 256 bits: the multiply-add and the add in one, the same int32 */
+#if IQ_VNNI /* the multiply-add and the add in one, the same int32 */
 static inline V v_dot16(V acc, V p, V sc) { return _mm256_dpwssd_epi32(acc, p, sc); }
 #else
 static inline V v_dot16(V acc, V p, V sc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc)); }
@@ -120,7 +122,7 @@ static inline S s_bits16(uint64_t b)
 static inline V v_neg16(V x, S m) { return _mm256_sub_epi16(_mm256_xor_si256(x, m), m); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
 static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
-#if TQ_DP
+#if IQ_VNNI
 static inline V v_dp4(V acc, V u, V a) { return _mm256_dpbusd_epi32(acc, u, a); }
 #endif
 static inline __m256i v_fold(V s) { return s; }
@@ -265,7 +267,7 @@ static inline __m256i tq1_digits(__m256i x)
 {
     x = _mm256_subs_epu8(x, _mm256_set1_epi8(1));
     x = _mm256_avg_epu8(x, _mm256_avg_epu8(x, _mm256_setzero_si256()));
-#if TQ_DP
+#if IQ_VNNI
     return _mm256_and_si256(x, _mm256_set1_epi8(-64));
 #else
     return _mm256_and_si256(_mm256_srli_epi16(x, 6), _mm256_set1_epi8(3));
@@ -304,7 +306,7 @@ static inline V tq1_digitsv(V x)
 {
     x = _mm512_subs_epu8(x, v_bytes(1));
     x = _mm512_avg_epu8(x, _mm512_avg_epu8(x, v_zero()));
-    return TQ_DP ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
+    return IQ_VNNI ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
 }
 
 IQ_INLINE V tq1_vec(const uint8_t *b, int v)
@@ -449,7 +451,7 @@ static inline S iq1m_delta_signs(const uint8_t *b, int v)
 static inline __m256i tq2_chunk(const uint8_t *b, int k)
 {
     __m256i q = _mm256_loadu_si256((const __m256i *)(b + 32 * (k / 4)));
-#if TQ_DP
+#if IQ_VNNI
     return _mm256_and_si256(_mm256_slli_epi16(q, 6 - 2 * (k % 4)), _mm256_set1_epi8(-64));
 #else
     return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
@@ -622,14 +624,14 @@ static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
 }
 
 /* The ternary types' lane sums L_k from the superblock's sums S (int16
- * pairs, or int32 lanes x 64 under TQ_DP) and the activations'
+ * pairs, or int32 lanes x 64 under IQ_VNNI) and the activations'
  * 16-element sums BS: value = trit - 1, so lane k -= bsum_2k + bsum_2k+1,
  * as ggml.  On 256 bits the int16 pairs take the bsums before widening
  * (|S| <= 8 x 2 x 254, |bsum| <= 16 x 127: no wrap), one operation less. */
 IQ_INLINE __m256i ternary_lanes(V s, __m256i bs)
 {
     const __m256i one = _mm256_set1_epi16(1);
-    if (TQ_DP) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
+    if (IQ_VNNI) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
 #if IQ_W == 32
     return _mm256_madd_epi16(_mm256_sub_epi16(s, bs), one);
 #else
@@ -661,11 +663,11 @@ IQ_INLINE void token_end(uint32_t T, const wpre *p, const blk_q8_K *a, V s, V s2
  * ternary types (scale 1, trits 0..2) sum the byte-pair products as int16
  * across the superblock and widen once in token_end: at most 8 x 2 x 2 x 128
  * = 4096 per lane, so the integer is the same and so is every bit after
- * (with VNNI, int32 lanes x 64 at once: TQ_DP). */
+ * (with VNNI, int32 lanes x 64 at once: IQ_VNNI). */
 IQ_INLINE void token_v(uint32_t T, V mag, V scl, S sgn, S dsg, V av, V *s, V *s2, V *s1)
 {
     if (is_ternary(T)) {
-#if TQ_DP
+#if IQ_VNNI
         *s = v_dp4(*s, mag, av);
 #else
         *s = v_sum16(*s, mag, av);
