@@ -44,6 +44,9 @@
 #else
 #define IQ_VNNI 0
 #endif
+#if IQ_W == 64 && !IQ_VNNI
+#error "the 512-bit body assumes VNNI (the Makefile's AVX512_FLAGS)"
+#endif
 
 #if IQ_W == 64
 typedef __m512i V;   /* 64 elements */
@@ -65,7 +68,6 @@ static inline V v_dot(V acc, V mag, V a, V sc) { return v_dot16(acc, _mm512_madd
 static inline V v_neg16(V x, S m) { return _mm512_mask_sub_epi16(x, (__mmask32)m, _mm512_setzero_si512(), x); }
 static inline S s_bits16(uint64_t b) { return _cvtu64_mask64(b); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm512_add_epi16(acc, _mm512_maddubs_epi16(mag, a)); }
-static inline V v_pairs(V s) { return _mm512_madd_epi16(s, _mm512_set1_epi16(1)); }
 static inline V v_dp4(V acc, V u, V a) { return _mm512_dpbusd_epi32(acc, u, a); }
 /* int16 lane i of S (a sub-block's scale) across sub-block i's elements, for the two sub-blocks of vector v */
 static inline V v_scales(__m128i s, int v)
@@ -121,7 +123,6 @@ static inline S s_bits16(uint64_t b)
 }
 static inline V v_neg16(V x, S m) { return _mm256_sub_epi16(_mm256_xor_si256(x, m), m); }
 static inline V v_sum16(V acc, V mag, V a) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(mag, a)); }
-static inline V v_pairs(V s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
 #if IQ_VNNI
 static inline V v_dp4(V acc, V u, V a) { return _mm256_dpbusd_epi32(acc, u, a); }
 #endif
@@ -306,7 +307,7 @@ static inline V tq1_digitsv(V x)
 {
     x = _mm512_subs_epu8(x, v_bytes(1));
     x = _mm512_avg_epu8(x, _mm512_avg_epu8(x, v_zero()));
-    return IQ_VNNI ? _mm512_and_si512(x, v_bytes(-64)) : _mm512_and_si512(_mm512_srli_epi16(x, 6), v_bytes(3));
+    return _mm512_and_si512(x, v_bytes(-64)); /* digit x 64: IQ_VNNI */
 }
 
 IQ_INLINE V tq1_vec(const uint8_t *b, int v)
@@ -631,11 +632,10 @@ static inline int32_t hsum_i32x8(__m256i v) /* exact, any order */
 IQ_INLINE __m256i ternary_lanes(V s, __m256i bs)
 {
     const __m256i one = _mm256_set1_epi16(1);
-    if (IQ_VNNI) return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
-#if IQ_W == 32
+#if IQ_VNNI
+    return _mm256_sub_epi32(_mm256_srai_epi32(v_fold(s), 6), _mm256_madd_epi16(bs, one));
+#else /* the AVX2 build: 256 bits */
     return _mm256_madd_epi16(_mm256_sub_epi16(s, bs), one);
-#else
-    return _mm256_sub_epi32(v_fold(v_pairs(s)), _mm256_madd_epi16(bs, one));
 #endif
 }
 
