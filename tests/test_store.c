@@ -366,6 +366,43 @@ static void io_every_completion(bool uring)
 }
 
 
+/* A deep queue: past the first reads in flight the kernel's io-wq workers
+ * issue them (io.c, URING_INLINE); each still lands the file's own bytes
+ * at its own offset, once. */
+static void io_deep_queue(void)
+{
+    t_begin("io: uring, 256 in flight (the deeper ones issued by io-wq) land the file's bytes, each once");
+    enum { N = 1024, LEN = 65536 };
+    sl_err err;
+    int fd = open("models/tinymoe-q8_0.gguf", O_RDONLY | O_DIRECT); /* as the store reads */
+    if (fd < 0) fd = open("models/tinymoe-q8_0.gguf", O_RDONLY);     /* a filesystem without O_DIRECT */
+    uint8_t *buf = aligned_alloc(4096, (size_t)N * LEN), *ref = aligned_alloc(4096, LEN), *seen = calloc(N, 1);
+    io_req *r = malloc(N * sizeof *r);
+    io_backend *b = NULL;
+    if (fd < 0 || !buf || !ref || !seen || !r) {
+        T_CHECK(0, "setup");
+    } else if (io_uring_create(&b, 256, &err)) {
+        t_skip("io uring deep queue", err.msg);
+    } else {
+        for (int i = 0; i < N; i++)
+            r[i] = (io_req){.fd = fd, .off = (uint64_t)((i * 37) % 512) * LEN, .len = LEN, .dst = buf + (size_t)i * LEN,
+                            .tag = (uint64_t)i};
+        T_CHECK(b->ops->submit(b, r, N, &err) == 0, "%s", err.msg);
+        int n = 0, bad = 0;
+        io_done d;
+        while (b->ops->pending(b) > 0 && b->ops->wait(b, &d, &err) == 0) {
+            n++;
+            if (d.tag >= N || seen[d.tag]++ || d.res != LEN || d.off != r[d.tag].off) bad++;
+            else if (pread(fd, ref, LEN, (off_t)d.off) != LEN || memcmp(ref, r[d.tag].dst, LEN)) bad++;
+        }
+        T_CHECK(n == N && bad == 0, "%d completions of %d, %d wrong, repeated or not the file's bytes", n, N, bad);
+        b->ops->destroy(b);
+    }
+    if (fd >= 0) close(fd);
+    free(buf), free(ref), free(seen), free(r);
+    t_end();
+}
+
 /* The cost rule's decisions against the inequality written out as the
  * docs state it (with min(), undivided), over a grid, and against cases
  * worked by hand: an idle disk reads any guess with a chance of use, a
@@ -644,5 +681,6 @@ int main(void)
     access_log_cap();
     io_every_completion(false);
     io_every_completion(true);
+    io_deep_queue();
     return t_done();
 }
