@@ -155,8 +155,8 @@ typedef struct {
  * blk_mq_get_tag until a read completes: in the compute thread, while the
  * pool's other thread waits at the next join (the deep queue of a prompt
  * pass, 256 in flight, did: perf's sched_switch call chains).  A
- * 600-token prefill at file/6 ran 1.12-1.15x faster with the reads past
- * the first 64 left to io-wq (docs/STREAMING.md).  The first ones stay
+ * 600-token prefill ran 1.10-1.16x faster with the reads past the first
+ * 64 left to io-wq (docs/CACHE.md).  The first ones stay
  * inline, so a decode step's few reads reach the device without a
  * worker's hand-off. */
 enum { URING_INLINE = 64 };
