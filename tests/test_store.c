@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -366,6 +368,48 @@ static void io_every_completion(bool uring)
 }
 
 
+/* Guesses go into their own device's idle time (io.c, devices): with a
+ * demand read in flight on one disk, a guess for that disk waits and a
+ * guess for another disk (tmpfs: another st_dev) goes at once.  io_uring
+ * issues in submit, so what is still queued right after it is exact. */
+static void note_queued(void *ctx, const io_req *r) { *(unsigned *)ctx |= 1u << r->tag; }
+static int keep_all(void *ctx, const io_req *r) { (void)ctx, (void)r; return IO_KEEP; }
+
+static void io_per_device(void)
+{
+    t_begin("io: a guess waits for a demand read on its own disk only; another disk's guess goes at once");
+    sl_err err;
+    char path[] = "/dev/shm/sluice-io-XXXXXX";
+    static uint8_t buf[3][4096], page[4096];
+    int fa = open("models/tinymoe-q8_0.gguf", O_RDONLY), fb = mkstemp(path);
+    if (fb >= 0) unlink(path);
+    struct stat sa, sb;
+    io_backend *b = NULL;
+    if (fa < 0 || fb < 0 || fstat(fa, &sa) || fstat(fb, &sb) || sa.st_dev == sb.st_dev ||
+        write(fb, page, sizeof page) != (ssize_t)sizeof page) {
+        t_skip("io per device", "no file on a second device (/dev/shm)");
+    } else if (io_uring_create(&b, 8, &err)) {
+        t_skip("io per device", err.msg);
+    } else {
+        b->ops->set_prefetch_depth(b, 1);
+        io_req r[3] = {{.fd = fa, .off = 0, .len = 4096, .prio = 0, .dst = buf[0], .tag = 0},
+                       {.fd = fa, .off = 4096, .len = 4096, .prio = 1, .dst = buf[1], .tag = 1},
+                       {.fd = fb, .off = 0, .len = 4096, .prio = 1, .dst = buf[2], .tag = 2}};
+        T_CHECK(b->ops->submit(b, r, 3, &err) == 0, "%s", err.msg);
+        unsigned queued = 0;
+        b->ops->requeue(b, note_queued, keep_all, &queued);
+        T_CHECK(queued == 2u, "queued after submit: mask %#x, want only the same disk's guess (0x2)", queued);
+        int n = 0, bad = 0;
+        io_done d;
+        while (b->ops->pending(b) > 0 && b->ops->wait(b, &d, &err) == 0) n++, bad += d.res != 4096;
+        T_CHECK(n == 3 && !bad, "%d of 3 reads completed, %d short", n, bad);
+        b->ops->destroy(b);
+    }
+    if (fa >= 0) close(fa);
+    if (fb >= 0) close(fb);
+    t_end();
+}
+
 /* A deep queue: past the first reads in flight the kernel's io-wq workers
  * issue them (io.c, URING_INLINE); each still lands the file's own bytes
  * at its own offset, once. */
@@ -682,5 +726,6 @@ int main(void)
     io_every_completion(false);
     io_every_completion(true);
     io_deep_queue();
+    io_per_device();
     return t_done();
 }

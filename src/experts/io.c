@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,6 +95,75 @@ static void queue_requeue(queue *q, void (*count)(void *ctx, const io_req *r),
 static int queue_len(const queue *q) { return q->cls[0].n + q->cls[1].n; }
 static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
 
+/* ---- devices: a prefetch read goes into its own device's idle time ----
+ *
+ * A pack's drives are separate disks: while the slow one still serves a
+ * layer's demand reads, the fast one may read guesses.  Held back until no
+ * demand read was in flight anywhere, the fast drive of a two-drive pack
+ * idled, and its reads waiting here counted as busy time in the drive
+ * scheduler's rate, which then sent replicated chunks to the slow drive
+ * (docs/PACK.md).  Files on one disk are one device (st_dev).  An fd
+ * number reused for another file keeps its first device: only the gating
+ * is affected, never what is read. */
+enum { IO_DEVS = 16, IO_FDS = 64 };
+
+typedef struct {
+    dev_t id[IO_DEVS];
+    int n, demand[IO_DEVS], prefetch[IO_DEVS]; /* reads in flight on each */
+    int fd[IO_FDS], fd_dev[IO_FDS], n_fd;
+} devices;
+
+/* FD's device index; past IO_DEVS devices (or without fstat) all share 0. */
+static int dev_of(devices *d, int fd)
+{
+    for (int i = 0; i < d->n_fd; i++)
+        if (d->fd[i] == fd) return d->fd_dev[i];
+    struct stat st;
+    int k = 0;
+    if (fstat(fd, &st) == 0) {
+        while (k < d->n && d->id[k] != st.st_dev) k++;
+        if (k == d->n && d->n < IO_DEVS) d->id[d->n++] = st.st_dev;
+        if (k == IO_DEVS) k = 0;
+    }
+    if (d->n_fd < IO_FDS) d->fd[d->n_fd] = fd, d->fd_dev[d->n_fd++] = k;
+    return k;
+}
+
+static void dev_count(devices *d, int k, const io_req *r, int step)
+{
+    if (r->prio) d->prefetch[k] += step;
+    else d->demand[k] += step;
+}
+
+/* A prefetch read may go to device K: no demand read there, fewer than CAP
+ * guesses. */
+static bool dev_idle(const devices *d, int k, int cap) { return !d->demand[k] && d->prefetch[k] < cap; }
+
+/* Learns the devices of requests being queued, so that pop_prefetch's
+ * early out (no known device idle) never skips an unseen one. */
+static void dev_note(devices *d, const io_req *reqs, int n)
+{
+    for (int i = 0; i < n; i++) dev_of(d, reqs[i].fd);
+}
+
+/* Takes the first queued prefetch read whose device is idle, keeping the
+ * order of the others. */
+static bool pop_prefetch(fifo *f, devices *d, int cap, io_req *r)
+{
+    bool any = d->n == 0;
+    for (int k = 0; k < d->n && !any; k++) any = dev_idle(d, k, cap);
+    for (int i = 0; any && i < f->n; i++) {
+        const io_req *c = &f->q[(f->head + i) % f->cap];
+        if (!dev_idle(d, dev_of(d, c->fd), cap)) continue;
+        *r = *c;
+        for (int j = i; j > 0; j--) f->q[(f->head + j) % f->cap] = f->q[(f->head + j - 1) % f->cap];
+        f->head = (f->head + 1) % f->cap;
+        f->n--;
+        return true;
+    }
+    return false;
+}
+
 /* ---- what the device did (io_counters) ---- */
 
 typedef struct {
@@ -101,9 +171,9 @@ typedef struct {
     double since; /* when the device last went from idle to busy */
 } dev_meter;
 
-/* Read R goes to the device, which had INFLIGHT reads, INFLIGHT_PREFETCH
- * of them guesses: a demand read that finds a guess there waits for it
- * (a serial drive) or shares the bandwidth with it. */
+/* Read R goes to the device; INFLIGHT reads were in flight on any device,
+ * INFLIGHT_PREFETCH guesses on R's own: a demand read that finds a guess
+ * there waits for it (a serial drive) or shares the bandwidth with it. */
 static void meter_start(dev_meter *m, const io_req *r, int inflight, int inflight_prefetch)
 {
     if (!inflight) m->since = sl_now();
@@ -131,7 +201,8 @@ static void meter_get(const dev_meter *m, int inflight, io_counters *out)
 typedef struct {
     io_backend base;
     struct io_uring ring;
-    int depth, inflight, inflight_prefetch, prefetch_depth;
+    int depth, inflight, prefetch_depth;
+    devices dev;
     queue waiting;
     io_req *slot;   /* [depth] */
     uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
@@ -161,17 +232,10 @@ typedef struct {
  * worker's hand-off. */
 enum { URING_INLINE = 64 };
 
-/* Demand first; a prefetch only while the device has no demand read. */
-static bool prefetch_may_go(int inflight, int inflight_prefetch, int cap)
-{
-    return inflight == inflight_prefetch && inflight_prefetch < cap;
-}
-
+/* Demand first; a prefetch only while its device has no demand read. */
 static bool uring_pop(uring_io *u, io_req *r)
 {
-    if (fifo_pop(&u->waiting.cls[0], r)) return true;
-    return prefetch_may_go(u->inflight, u->inflight_prefetch, u->prefetch_depth) &&
-           fifo_pop(&u->waiting.cls[1], r);
+    return fifo_pop(&u->waiting.cls[0], r) || pop_prefetch(&u->waiting.cls[1], &u->dev, u->prefetch_depth, r);
 }
 
 static int uring_fill(uring_io *u, sl_err *err)
@@ -187,12 +251,13 @@ static int uring_fill(uring_io *u, sl_err *err)
         }
         int i = u->free_slot[--u->n_free];
         u->slot[i] = r;
-        meter_start(&u->meter, &r, u->inflight, u->inflight_prefetch);
+        int k = dev_of(&u->dev, r.fd);
+        meter_start(&u->meter, &r, u->inflight, u->dev.prefetch[k]);
+        dev_count(&u->dev, k, &r, 1);
         io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
         io_uring_sqe_set_data64(sqe, (uint64_t)i);
         if (u->inflight >= URING_INLINE) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
         u->inflight++, added++;
-        u->inflight_prefetch += r.prio != 0;
     }
     if (added) {
         int rc = io_uring_submit(&u->ring);
@@ -208,6 +273,7 @@ static int uring_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
     uring_io *u = (uring_io *)b;
     if (n < 0 || n > IO_MAX_HELD - uring_pending(b) || queue_push_all(&u->waiting, reqs, n))
         return sl_errf(err, "io: out of memory queueing %d reads", n);
+    dev_note(&u->dev, reqs, n);
     return uring_fill(u, err);
 }
 
@@ -260,7 +326,7 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err 
     *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res};
     u->done[i] = 0, u->tries[i] = 0;
     u->inflight--;
-    u->inflight_prefetch -= u->slot[i].prio != 0;
+    dev_count(&u->dev, dev_of(&u->dev, r->fd), r, -1);
     u->free_slot[u->n_free++] = i;
     meter_stop(&u->meter, u->inflight, uring_landed(u));
     return uring_fill(u, err);
@@ -377,7 +443,8 @@ typedef struct {
     pthread_cond_t work, done;
     queue waiting;
     io_done *comp; /* completed reads; room for every request held (submit) */
-    int n_comp, cap_comp, busy, busy_prefetch, n_threads, prefetch_depth;
+    int n_comp, cap_comp, busy, n_threads, prefetch_depth;
+    devices dev;
     bool stop;
     pthread_t *threads;
     io_throttle throttle;
@@ -419,8 +486,7 @@ static int64_t read_all(const io_req *r)
 
 static bool pread_pop(pread_io *p, io_req *r)
 {
-    if (fifo_pop(&p->waiting.cls[0], r)) return true;
-    return prefetch_may_go(p->busy, p->busy_prefetch, p->prefetch_depth) && fifo_pop(&p->waiting.cls[1], r);
+    return fifo_pop(&p->waiting.cls[0], r) || pop_prefetch(&p->waiting.cls[1], &p->dev, p->prefetch_depth, r);
 }
 
 static void *pread_worker(void *arg)
@@ -431,9 +497,10 @@ static void *pread_worker(void *arg)
         io_req r;
         while (!p->stop && !pread_pop(p, &r)) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
-        meter_start(&p->meter, &r, p->busy, p->busy_prefetch);
+        int k = dev_of(&p->dev, r.fd);
+        meter_start(&p->meter, &r, p->busy, p->dev.prefetch[k]);
         p->busy++;
-        p->busy_prefetch += r.prio != 0;
+        dev_count(&p->dev, k, &r, 1);
         /* a simulated drive transfers from when it takes the read; the real
          * read happens inside that window */
         double until = throttle_until(p, &r);
@@ -442,7 +509,7 @@ static void *pread_worker(void *arg)
         if (until > 0) sleep_until(until);
         pthread_mutex_lock(&p->mu);
         p->busy--;
-        p->busy_prefetch -= r.prio != 0;
+        dev_count(&p->dev, k, &r, -1);
         meter_stop(&p->meter, p->busy, sl_now());
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         /* submit reserved its place: a completion is never dropped */
@@ -473,6 +540,7 @@ static int pread_submit(io_backend *b, const io_req *reqs, int n, sl_err *err)
     pread_io *p = (pread_io *)b;
     pthread_mutex_lock(&p->mu);
     int rc = reserve_completions(p, n) || queue_push_all(&p->waiting, reqs, n) ? -1 : 0;
+    if (!rc) dev_note(&p->dev, reqs, n);
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
     return rc ? sl_errf(err, "io: out of memory queueing %d reads", n) : 0;

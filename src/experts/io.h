@@ -2,10 +2,11 @@
  * (fd, offset, length, destination, tag), keeps up to `depth` of them in
  * flight, and hands back completions one at a time in whatever order the
  * device finishes them.  Demand reads (prio 0) always go to the device
- * before queued prefetch reads (prio 1), and a prefetch read goes to the
- * device only into idle time: while no demand read is queued or in flight,
- * and with at most `prefetch_depth` prefetch reads in flight, so a demand
- * read that arrives waits behind at most that many (io_set_prefetch_depth).
+ * before queued prefetch reads (prio 1), and a prefetch read goes to its
+ * device only into idle time: while no demand read is queued, nor in flight
+ * on its device (st_dev: a pack's drives are separate devices), and with at
+ * most `prefetch_depth` prefetch reads in flight there, so a demand read
+ * that arrives waits behind at most that many (io_set_prefetch_depth).
  * Queued prefetch reads can be promoted to demand (the router asked for
  * them) or dropped (it did not).
  *
@@ -71,7 +72,7 @@ typedef struct {
      * the two passes, so what COUNT saw as queued still is. */
     void (*requeue)(io_backend *b, void (*count)(void *ctx, const io_req *r),
                     int (*decide)(void *ctx, const io_req *r), void *ctx);
-    /* Most prefetch reads at the device at once (>= 1). */
+    /* Most prefetch reads at one device at once (>= 1). */
     void (*set_prefetch_depth)(io_backend *b, int depth);
     /* The counters so far (io_counters). */
     void (*counters)(io_backend *b, io_counters *out);
