@@ -37,13 +37,23 @@ try {
   await test("page: a typed message gets a streamed reply with the figures", async () => {
     await page.$eval("#maxtok", (el) => { el.value = "450"; });
     await page.$eval("#temp", (el) => { el.value = "0"; }); /* greedy: this model loops, never ends early */
+    /* part of the reply shown while the stop button is live: it streams.
+     * Latched on every change of the page, not polled: tinymoe writes the
+     * 450 tokens in a few tenths of a second, and a poll that came after
+     * the stream ended saw only a finished reply (a timeout, 2 runs in 5). */
+    await page.evaluate(() => {
+      window.streamedLive = false;
+      const check = () => {
+        const b = document.querySelectorAll(".msg.assistant .body");
+        if (b.length && b[b.length - 1].textContent.trim().length > 20 && !document.querySelector("#stop").disabled)
+          window.streamedLive = true;
+      };
+      new MutationObserver(check).observe(document.body,
+                                          {subtree: true, childList: true, characterData: true, attributes: true});
+    });
     await page.type("#input", "Tell me about the old house.");
     await page.click("#send");
-    /* part of the reply shown while the stop button is live: it streams */
-    await page.waitForFunction(() => {
-      const b = document.querySelectorAll(".msg.assistant .body");
-      return b.length && b[b.length - 1].textContent.trim().length > 20 && !document.querySelector("#stop").disabled;
-    }, {timeout: 60000, polling: 20});
+    await page.waitForFunction(() => window.streamedLive, {timeout: 60000, polling: 20});
     const ttft = await page.$eval("#f-ttft", (el) => el.textContent);
     assert(/s$/.test(ttft), "time to first token not shown: " + ttft);
   });
