@@ -40,7 +40,7 @@ try {
     /* part of the reply shown while the stop button is live: it streams.
      * Latched on every change of the page, not polled: tinymoe writes the
      * 450 tokens in a few tenths of a second, and a poll that came after
-     * the stream ended saw only a finished reply (a timeout, 2 runs in 5). */
+     * the stream ended saw only a finished reply (a 60 s timeout in CI). */
     await page.evaluate(() => {
       window.streamedLive = false;
       const check = () => {
