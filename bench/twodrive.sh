@@ -4,7 +4,7 @@
 # reads from them to 300 and 600 MB/s; the 17 GB synthetic model packed
 # across them (without replicas, and with --replicate-hot 0.2) and decoded
 # at --mem file/3.  Prints each drive's bytes, busy share, rate and
-# replicated share from --stats-json, the aggregate rate, and the bound the
+# replicated share from --stats-json, the aggregate rate over the run, and the bound the
 # placement allows: the rate at which the slowest drive finishes its fixed
 # share, replicated bytes assigned optimally (goal: aggregate >= 90% of it).
 #   sh bench/twodrive.sh   (root only; needs 2 x 10 GB free in $IMG_DIR)
@@ -56,13 +56,16 @@ for x in d:
     print("  drive %d: %6.0f MB (%4.1f%%), %d requests, busy %4.1f%%, %4.0f MB/s while busy, measured %4.0f MB/s, replicated %4.1f%%" % (
         x["drive"], x["bytes"] / 1e6, 100 * x["share"], x["requests"], 100 * x["busy_fraction"],
         x["rate_while_busy"] / 1e6, x["measured_rate"] / 1e6, 100 * x["flexible_share"]))
-tot = sum(x["bytes"] for x in d); t = max(x["busy_s"] for x in d) if d else 0
+# over the run's wall time (prompt + decode): a drive's busy time counts
+# only reads at the device, and blkio hands a drive idle for a while a
+# slice's worth of bytes at once, so busy times flatter the drives
+tot = sum(x["bytes"] for x in d); t = s.get("prompt_s", 0) + s.get("decode_s", 0)
 fixed = [x["bytes"] - x["flexible_bytes"] for x in d]; flex = sum(x["flexible_bytes"] for x in d)
 # bound: time T at which both drives finish their fixed bytes plus an optimal split of the flexible ones
 T = max(max(f / r for f, r in zip(fixed, rates)), (sum(fixed) + flex) / sum(rates))
 bound = tot / T if T > 0 else 0
 agg = tot / t if t > 0 else 0
-print("replicate-hot %s: aggregate %.0f MB/s over the busier drive's busy time; placement bound %.0f MB/s: %.0f%%" % (
-    sys.argv[2], agg / 1e6, bound / 1e6, 100 * agg / bound if bound else 0))
+print("replicate-hot %s: decode %.3f tok/s; aggregate %.0f MB/s over %.1f s (prompt + decode); placement bound %.0f MB/s: %.0f%%" % (
+    sys.argv[2], s.get("decode_tps", 0), agg / 1e6, t, bound / 1e6, 100 * agg / bound if bound else 0))
 PY
 done

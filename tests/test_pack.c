@@ -561,24 +561,26 @@ static void damaged_manifest(const model *m, const char *manifest)
  * RATE bytes/s; each "layer" submits N experts of 4 chunks, all held on
  * both drives except every SINGLE-th expert (drive 0 only), then reaps every
  * completion, working WORK seconds after each (so completions that land
- * meanwhile are seen late, in bursts), and computes for a while.  Returns
- * the bytes each drive was given; EST gets the scheduler's rate estimates. */
+ * meanwhile are seen late, in bursts), and computes for a while.  A drive
+ * is busy from the layer's submit to its last read's landing, as the I/O
+ * backend reports it (io_done.busy_s).  Returns the bytes each drive was
+ * given; EST gets the scheduler's rate estimates. */
 static void simulate(const double rate[2], int single, double work, uint64_t bytes[2], double est[2])
 {
     drive_sched s;
     sl_err err;
     sched_init(&s, 2, &err);
     enum { CHUNK = 256 << 10, EXPERTS = 8, CHUNKS = 4, LAYERS = 2000, MAXEV = EXPERTS * CHUNKS };
-    double t = 0;
+    double t = 0, busy[2] = {0, 0};
     for (int layer = 0; layer < LAYERS; layer++) {
-        double free_at[2] = {t, t}, fin[2][MAXEV];
+        double t0 = t, free_at[2] = {t, t}, fin[2][MAXEV];
         int n[2] = {0, 0};
         for (int e = 0; e < EXPERTS; e++) {
             uint32_t cand[2] = {0, 1};
             int nc = single && (layer * EXPERTS + e) % single == 0 ? 1 : 2;
             for (int c = 0; c < CHUNKS; c++) {
                 int d = sched_pick(&s, cand, nc, CHUNK);
-                sched_submit(&s, d, CHUNK, t);
+                sched_submit(&s, d, CHUNK);
                 free_at[d] += CHUNK / rate[d];
                 fin[d][n[d]++] = free_at[d];
             }
@@ -589,9 +591,10 @@ static void simulate(const double rate[2], int single, double work, uint64_t byt
             int d = k[1] >= n[1] || (k[0] < n[0] && fin[0][k[0]] <= fin[1][k[1]]) ? 0 : 1;
             double seen = fin[d][k[d]++];
             t = seen > t ? seen : t;
-            sched_complete(&s, d, CHUNK, t);
+            sched_complete(&s, d, CHUNK, busy[d] + (seen - t0));
             t += work;
         }
+        for (int d = 0; d < 2; d++) busy[d] += n[d] ? free_at[d] - t0 : 0;
         t += 0.002; /* compute */
     }
     for (int d = 0; d < 2; d++) bytes[d] = s.d[d].bytes, est[d] = sched_rate(&s, d);

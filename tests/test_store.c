@@ -410,6 +410,42 @@ static void io_per_device(void)
     t_end();
 }
 
+/* A read's busy time (io_done.busy_s) counts from when it reaches the
+ * device: a guess held back behind a demand read on its disk does not
+ * count the wait (the drive scheduler's rates, sched.h).  Two fds of one
+ * file (one disk), throttled to 100 ms and 10 ms a read: the guess waits
+ * about 100 ms and is at the device about 10. */
+static void io_busy_at_device(void)
+{
+    t_begin("io: a read's busy time starts at the device, not while it waits in the queue");
+    sl_err err;
+    static uint8_t buf[2][4096];
+    int fa = open("models/tinymoe-q8_0.gguf", O_RDONLY), fb = open("models/tinymoe-q8_0.gguf", O_RDONLY);
+    io_backend *b = NULL;
+    io_throttle th = {.n = 2, .fds = {fa, fb}, .rates = {4096 / 0.1, 4096 / 0.01}};
+    if (fa < 0 || fb < 0 || io_pread_throttled_create(&b, 2, &th, &err)) {
+        T_CHECK(0, "setup: %s", fa < 0 || fb < 0 ? "open" : err.msg);
+    } else {
+        io_req r[2] = {{.fd = fa, .off = 0, .len = 4096, .prio = 0, .dst = buf[0], .tag = 0},
+                       {.fd = fb, .off = 4096, .len = 4096, .prio = 1, .dst = buf[1], .tag = 1}};
+        double t0 = sl_now();
+        T_CHECK(b->ops->submit(b, r, 2, &err) == 0, "%s", err.msg);
+        double busy[2] = {-1, -1}, took = 0;
+        io_done d;
+        while (b->ops->pending(b) > 0 && b->ops->wait(b, &d, &err) == 0)
+            if (d.tag < 2 && d.res == 4096) busy[d.tag] = d.busy_s, took = sl_now() - t0;
+        T_CHECK(took >= 0.11, "both reads took %.0f ms, want >= 110 (the guess after the demand read)", took * 1e3);
+        T_CHECK(busy[0] >= 0.1 && busy[0] < took + 1e-3, "demand read busy %.1f ms, want 100 ms to %.0f",
+                busy[0] * 1e3, took * 1e3);
+        T_CHECK(busy[1] >= 0.01 && busy[1] < took - 0.05, "guess busy %.1f ms, want 10 ms, far below the %.0f ms since submit",
+                busy[1] * 1e3, took * 1e3);
+        b->ops->destroy(b);
+    }
+    if (fa >= 0) close(fa);
+    if (fb >= 0) close(fb);
+    t_end();
+}
+
 /* A deep queue: past the first reads in flight the kernel's io-wq workers
  * issue them (io.c, URING_INLINE); each still lands the file's own bytes
  * at its own offset, once. */
@@ -727,5 +763,6 @@ int main(void)
     io_every_completion(true);
     io_deep_queue();
     io_per_device();
+    io_busy_at_device();
     return t_done();
 }

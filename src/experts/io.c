@@ -107,17 +107,26 @@ static void queue_free(queue *q) { free(q->cls[0].q), free(q->cls[1].q); }
  * is affected, never what is read. */
 enum { IO_DEVS = 16, IO_FDS = 64 };
 
+/* Per file, how long its reads have been at the device (given to it and
+ * not landed): io_done.busy_s, from which a pack's drive scheduler measures
+ * each drive's rate.  Counted from the hand-over, not from the caller's
+ * submit: a guess held back here for the device's idle time is not the
+ * drive being slow. */
+typedef struct {
+    int n;
+    double since, busy;
+} fd_meter;
+
 typedef struct {
     dev_t id[IO_DEVS];
     int n, demand[IO_DEVS], prefetch[IO_DEVS]; /* reads in flight on each */
     int fd[IO_FDS], fd_dev[IO_FDS], n_fd;
+    fd_meter fm[IO_FDS];
 } devices;
 
 /* FD's device index; past IO_DEVS devices (or without fstat) all share 0. */
-static int dev_of(devices *d, int fd)
+static int dev_lookup(devices *d, int fd)
 {
-    for (int i = 0; i < d->n_fd; i++)
-        if (d->fd[i] == fd) return d->fd_dev[i];
     struct stat st;
     int k = 0;
     if (fstat(fd, &st) == 0) {
@@ -125,8 +134,43 @@ static int dev_of(devices *d, int fd)
         if (k == d->n && d->n < IO_DEVS) d->id[d->n++] = st.st_dev;
         if (k == IO_DEVS) k = 0;
     }
-    if (d->n_fd < IO_FDS) d->fd[d->n_fd] = fd, d->fd_dev[d->n_fd++] = k;
     return k;
+}
+
+/* FD's entry in the table, added if new; -1 past IO_FDS files. */
+static int fd_index(devices *d, int fd)
+{
+    for (int i = 0; i < d->n_fd; i++)
+        if (d->fd[i] == fd) return i;
+    if (d->n_fd == IO_FDS) return -1;
+    d->fd[d->n_fd] = fd, d->fd_dev[d->n_fd] = dev_lookup(d, fd);
+    d->fm[d->n_fd] = (fd_meter){0};
+    return d->n_fd++;
+}
+
+static int dev_of(devices *d, int fd)
+{
+    int i = fd_index(d, fd);
+    return i < 0 ? dev_lookup(d, fd) : d->fd_dev[i];
+}
+
+/* A read of FD went to the device at time T. */
+static void fd_start(devices *d, int fd, double t)
+{
+    int i = fd_index(d, fd);
+    if (i >= 0 && d->fm[i].n++ == 0) d->fm[i].since = t;
+}
+
+/* A read of FD landed at time T: FD's busy time up to T (-1 if FD is past
+ * the table). */
+static double fd_stop(devices *d, int fd, double t)
+{
+    int i = fd_index(d, fd);
+    if (i < 0 || d->fm[i].n <= 0) return -1;
+    fd_meter *m = &d->fm[i];
+    double busy = m->busy + (t > m->since ? t - m->since : 0);
+    if (--m->n == 0) m->busy = busy;
+    return busy;
 }
 
 static void dev_count(devices *d, int k, const io_req *r, int step)
@@ -207,6 +251,7 @@ typedef struct {
     io_req *slot;   /* [depth] */
     uint32_t *done; /* [depth] bytes of a slot's read already landed (a short completion resubmitted) */
     uint8_t *tries; /* [depth] transient failures in a row */
+    double *issued; /* [depth] when the slot's read went to the device */
     int *free_slot, n_free;
     /* io_uring does not say when a read landed, only that it had by the
      * time it is reaped.  One reaped by poll landed after the last poll
@@ -242,6 +287,7 @@ static int uring_fill(uring_io *u, sl_err *err)
 {
     io_req r;
     int added = 0;
+    double now = sl_now();
     while (u->inflight < u->depth && uring_pop(u, &r)) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
         if (!sqe) { /* cannot happen with ring entries >= depth; keep the request
@@ -254,6 +300,8 @@ static int uring_fill(uring_io *u, sl_err *err)
         int k = dev_of(&u->dev, r.fd);
         meter_start(&u->meter, &r, u->inflight, u->dev.prefetch[k]);
         dev_count(&u->dev, k, &r, 1);
+        fd_start(&u->dev, r.fd, now);
+        u->issued[i] = now;
         io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
         io_uring_sqe_set_data64(sqe, (uint64_t)i);
         if (u->inflight >= URING_INLINE) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
@@ -300,12 +348,13 @@ static int uring_again(uring_io *u, int i, int64_t res)
     return io_uring_submit(&u->ring) >= 0;
 }
 
-/* When the read just reaped landed (see uring_io.meter): by wait, now; by
- * poll, between the last empty poll (or the busy stretch's start, if
- * later) and now: the midpoint. */
-static double uring_landed(const uring_io *u)
+/* When the read in slot I, just reaped, landed (see uring_io.meter): by
+ * wait, now; by poll, between the last empty poll (or the read's issue,
+ * if later: a read issued by the refill after a reap lands after it) and
+ * now: the midpoint. */
+static double uring_landed(const uring_io *u, int i)
 {
-    double now = sl_now(), lo = u->last_empty > u->meter.since ? u->last_empty : u->meter.since;
+    double now = sl_now(), lo = u->last_empty > u->issued[i] ? u->last_empty : u->issued[i];
     return u->polling ? (lo + now) / 2 : now;
 }
 
@@ -323,12 +372,14 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err 
     if (uring_again(u, i, res)) return 1;
     const io_req *r = &u->slot[i];
     uint32_t before = u->done[i];
-    *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res};
+    double landed = uring_landed(u, i);
+    *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res,
+                   .busy_s = fd_stop(&u->dev, r->fd, landed)};
     u->done[i] = 0, u->tries[i] = 0;
     u->inflight--;
     dev_count(&u->dev, dev_of(&u->dev, r->fd), r, -1);
     u->free_slot[u->n_free++] = i;
-    meter_stop(&u->meter, u->inflight, uring_landed(u));
+    meter_stop(&u->meter, u->inflight, landed);
     return uring_fill(u, err);
 }
 
@@ -401,7 +452,7 @@ static void uring_destroy(io_backend *b)
     }
     io_uring_queue_exit(&u->ring);
     queue_free(&u->waiting);
-    free(u->slot), free(u->done), free(u->tries);
+    free(u->slot), free(u->done), free(u->tries), free(u->issued);
     free(u->free_slot);
     free(u);
 }
@@ -420,14 +471,15 @@ int io_uring_create(io_backend **out, int depth, sl_err *err)
     u->free_slot = calloc((size_t)u->depth, sizeof *u->free_slot);
     u->done = calloc((size_t)u->depth, sizeof *u->done);
     u->tries = calloc((size_t)u->depth, sizeof *u->tries);
-    if (!u->slot || !u->free_slot || !u->done || !u->tries) {
-        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
+    u->issued = calloc((size_t)u->depth, sizeof *u->issued);
+    if (!u->slot || !u->free_slot || !u->done || !u->tries || !u->issued) {
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u->issued), free(u);
         return sl_errf(err, "io: out of memory");
     }
     for (int i = 0; i < u->depth; i++) u->free_slot[u->n_free++] = u->depth - 1 - i;
     int rc = io_uring_queue_init((unsigned)u->depth, &u->ring, 0);
     if (rc < 0) {
-        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u);
+        free(u->slot), free(u->free_slot), free(u->done), free(u->tries), free(u->issued), free(u);
         return sl_errf(err, "io_uring unavailable (%s); use --io pread", strerror(-rc));
     }
     *out = &u->base;
@@ -501,6 +553,7 @@ static void *pread_worker(void *arg)
         meter_start(&p->meter, &r, p->busy, p->dev.prefetch[k]);
         p->busy++;
         dev_count(&p->dev, k, &r, 1);
+        fd_start(&p->dev, r.fd, sl_now());
         /* a simulated drive transfers from when it takes the read; the real
          * read happens inside that window */
         double until = throttle_until(p, &r);
@@ -510,10 +563,11 @@ static void *pread_worker(void *arg)
         pthread_mutex_lock(&p->mu);
         p->busy--;
         dev_count(&p->dev, k, &r, -1);
-        meter_stop(&p->meter, p->busy, sl_now());
+        double landed = sl_now();
+        meter_stop(&p->meter, p->busy, landed);
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         /* submit reserved its place: a completion is never dropped */
-        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res};
+        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res, .busy_s = fd_stop(&p->dev, r.fd, landed)};
         pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);

@@ -31,11 +31,15 @@ typedef struct {
     uint64_t tag;   /* returned with the completion */
 } io_req;
 
-/* A finished read: its tag and offset, and the bytes read or -errno. */
+/* A finished read: its tag and offset, the bytes read or -errno, and how
+ * long reads of its fd have been at the device (handed to the kernel and
+ * not landed; -1 where not measured), summed up to when this one landed:
+ * a drive's busy time without the time its reads waited in the queue. */
 typedef struct {
     uint64_t tag;
     uint64_t off;
     int64_t res;
+    double busy_s;
 } io_done;
 
 typedef struct io_backend io_backend;

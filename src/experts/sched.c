@@ -37,20 +37,18 @@ int sched_pick(const drive_sched *s, const uint32_t *cand, int n, uint64_t len)
     return best;
 }
 
-/* Time since the last event counts as busy if the drive had work. */
-static void advance(sched_drive *d, double now)
-{
-    if (d->inflight && now > d->last_t) d->busy_s += now - d->last_t, d->busy_total += now - d->last_t;
-    d->last_t = now;
-}
-
-void sched_submit(drive_sched *s, int drive, uint64_t len, double now)
+void sched_submit(drive_sched *s, int drive, uint64_t len)
 {
     sched_drive *d = &s->d[drive];
-    advance(d, now);
     d->inflight += len;
     d->bytes += len;
     d->reads++;
+}
+
+void sched_drop(drive_sched *s, int drive, uint64_t len)
+{
+    sched_drive *d = &s->d[drive];
+    d->inflight = d->inflight > len ? d->inflight - len : 0;
 }
 
 /* A window closes once it holds `window` bytes and 2 ms of busy time; the
@@ -59,10 +57,10 @@ void sched_submit(drive_sched *s, int drive, uint64_t len, double now)
  * bursts (many land while the caller computes), so one window can get a
  * burst's bytes with almost no busy time and the previous one the wait;
  * their ratios swing wildly, their sums do not. */
-void sched_complete(drive_sched *s, int drive, uint64_t len, double now)
+void sched_complete(drive_sched *s, int drive, uint64_t len, double busy_total)
 {
     sched_drive *d = &s->d[drive];
-    advance(d, now);
+    if (busy_total > d->busy_total) d->busy_s += busy_total - d->busy_total, d->busy_total = busy_total;
     d->inflight = d->inflight > len ? d->inflight - len : 0;
     d->window_bytes += len;
     if (d->window_bytes < s->window || d->busy_s < 2e-3) return;

@@ -6,18 +6,21 @@
  * through the same choice (FIELD.md: deltafin's unbalanced prefetch path
  * cost 24-33%).
  *
- * Rates are measured online, not configured: a drive is busy while it has
- * bytes in flight, and its rate is the bytes it completed divided by the
- * time it was busy, both summed with exponential decay over windows of at
- * least `window` bytes (so recent behaviour dominates).  Busy
- * time rather than per-read latency, because with many reads queued a
- * read's latency is mostly waiting behind the others.  Until a drive has a
- * measurement it is assumed as fast as the average measured drive (or the
- * prior when none is measured), so the first reads split evenly.
+ * Rates are measured online, not configured: a drive's rate is the bytes
+ * it completed divided by the time it was busy (had reads at the device),
+ * both summed with exponential decay over windows of at least `window`
+ * bytes (so recent behaviour dominates).  Busy time rather than per-read
+ * latency, because with many reads queued a read's latency is mostly
+ * waiting behind the others.  The busy time is the I/O backend's, counted
+ * from when a read reaches the device (io_done.busy_s), not from planning
+ * it: guesses held back for a drive's idle time, or demand reads queued
+ * behind a full ring, are not the drive being slow (counted from planning,
+ * a 600 MB/s drive measured 162-612 MB/s, docs/PACK.md).  Until a drive
+ * has a measurement it is assumed as fast as the average measured drive
+ * (or the prior when none is measured), so the first reads split evenly.
  *
- * Time is passed in by the caller (seconds, any monotonic origin), which
- * keeps the scheduler a pure function of its events: tests drive it with
- * simulated clocks and drives. */
+ * The caller passes the busy times in, which keeps the scheduler a pure
+ * function of its events: tests drive it with simulated drives. */
 #ifndef SLUICE_SCHED_H
 #define SLUICE_SCHED_H
 
@@ -31,9 +34,8 @@ typedef struct {
     uint64_t bytes;       /* bytes ever assigned */
     uint64_t reads;       /* chunks ever assigned */
     uint64_t samples;     /* rate measurements taken */
-    double last_t;        /* time of the last event */
     double busy_s;        /* busy time in the current window */
-    double busy_total;    /* busy time ever */
+    double busy_total;    /* busy time ever (the last one reported) */
     uint64_t window_bytes;/* bytes completed in the current window */
     double sum_bytes, sum_busy; /* decayed sums over closed windows */
 } sched_drive;
@@ -57,8 +59,13 @@ double sched_rate(const drive_sched *s, int drive);
  * bytes first; ties go to the earlier candidate.  -1 if N is 0. */
 int sched_pick(const drive_sched *s, const uint32_t *cand, int n, uint64_t len);
 
-/* LEN bytes were submitted to / completed on DRIVE at time NOW. */
-void sched_submit(drive_sched *s, int drive, uint64_t len, double now);
-void sched_complete(drive_sched *s, int drive, uint64_t len, double now);
+/* LEN bytes were planned on DRIVE. */
+void sched_submit(drive_sched *s, int drive, uint64_t len);
+/* LEN bytes planned on DRIVE will not be read (dropped before the device). */
+void sched_drop(drive_sched *s, int drive, uint64_t len);
+/* LEN bytes completed on DRIVE, whose reads have been at the device for
+ * BUSY_TOTAL seconds in all so far (< 0: not measured, the bytes count
+ * without time). */
+void sched_complete(drive_sched *s, int drive, uint64_t len, double busy_total);
 
 #endif

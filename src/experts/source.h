@@ -41,9 +41,13 @@ typedef struct {
     uint64_t (*file_size)(const expert_source *s, uint32_t f);
     void (*destroy)(expert_source *s);
     /* Optional: a read of file F at offset OFF completed with RES (bytes,
-     * or -errno) at time NOW (CLOCK_MONOTONIC seconds), e.g. for a source
+     * or -errno), when reads of F had been at the device for BUSY_S
+     * seconds in all (io_done.busy_s; -1 if unknown), e.g. for a source
      * that measures its drives. */
-    void (*on_complete)(expert_source *s, uint32_t f, uint64_t off, int64_t res, double now);
+    void (*on_complete)(expert_source *s, uint32_t f, uint64_t off, int64_t res, double busy_s);
+    /* Optional: a planned read of LEN bytes of file F was dropped before
+     * it reached the device (a guess the router did not choose). */
+    void (*on_drop)(expert_source *s, uint32_t f, uint32_t len);
     /* Optional: loading (layer, expert) failed with CODE (-errno of a read
      * of file F, or -EBADMSG when check refused the bytes).  Plans the
      * whole expert again, e.g. from another copy, and returns 1; returns 0

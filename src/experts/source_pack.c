@@ -93,7 +93,6 @@ static int plan_copies(pack_source *ps, const pack_record *r, uint32_t only, uin
     if ((len + chunk - 1) / chunk > SOURCE_MAX_READS)
         return sl_errf(err, "expert %u of layer %u needs more than %d reads; raise the chunk size", r->expert, r->layer,
                        SOURCE_MAX_READS);
-    double now = sl_now();
     uint8_t used = 0;
     ps->chunk = chunk;
     rp->n = 0, rp->expect = len;
@@ -102,7 +101,7 @@ static int plan_copies(pack_source *ps, const pack_record *r, uint32_t only, uin
         int d = sched_pick(&ps->sched, drive, n, n_bytes), c = 0;
         while (drive[c] != (uint32_t)d) c++;
         used |= (uint8_t)(1u << copy[c]);
-        sched_submit(&ps->sched, d, n_bytes, now);
+        sched_submit(&ps->sched, d, n_bytes);
         if (n > 1) ps->st.flexible_bytes[d] += n_bytes;
         rp->file[rp->n] = (uint32_t)d;
         rp->req[rp->n++] = (io_req){.fd = ps->fd[d], .off = r->copy[copy[c]].off + o, .len = n_bytes, .dst = base + o};
@@ -143,7 +142,7 @@ static int pk_replan(expert_source *s, int layer, int expert, uint8_t *base, uin
 
 /* A completion's length follows from where it is: chunks are cut from the
  * start of their record at the plan's chunk size. */
-static void pk_on_complete(expert_source *s, uint32_t f, uint64_t off, int64_t res, double now)
+static void pk_on_complete(expert_source *s, uint32_t f, uint64_t off, int64_t res, double busy_s)
 {
     pack_source *ps = (pack_source *)s;
     const pack_manifest *m = &ps->m;
@@ -154,11 +153,17 @@ static void pk_on_complete(expert_source *s, uint32_t f, uint64_t off, int64_t r
     uint64_t in_rec = off - m->data_offset - slot * m->record_bytes, len = pack_read_bytes(m, (int)r->layer);
     if (in_rec >= len) return;
     uint64_t n = len - in_rec < ps->chunk ? len - in_rec : ps->chunk;
-    sched_complete(&ps->sched, (int)f, n, now);
+    sched_complete(&ps->sched, (int)f, n, busy_s);
     if (res > 0) ps->st.bytes[f] += (uint64_t)res;
     ps->st.reads[f]++;
     if (res < 0) ps->st.errors[f]++, ps->fail_run[f]++;
     else ps->fail_run[f] = 0;
+}
+
+static void pk_on_drop(expert_source *s, uint32_t f, uint32_t len)
+{
+    pack_source *ps = (pack_source *)s;
+    if (f < ps->m.n_drives) sched_drop(&ps->sched, (int)f, len);
 }
 
 static void describe_copies(const pack_source *ps, const pack_record *r, uint8_t used, char *buf, size_t cap)
@@ -234,7 +239,7 @@ static void pk_destroy(expert_source *s)
 static const expert_source_ops PACK_SOURCE_OPS = {
     .slot_bytes = pk_slot_bytes, .plan = pk_plan,       .view = pk_view,     .check = pk_check,
     .file_path = pk_path,        .file_fd = pk_fd,      .file_size = pk_size, .destroy = pk_destroy,
-    .on_complete = pk_on_complete, .replan = pk_replan,
+    .on_complete = pk_on_complete, .on_drop = pk_on_drop, .replan = pk_replan,
 };
 
 void source_pack_stats(const expert_source *s, pack_source_stats *out)

@@ -324,7 +324,7 @@ static void complete(store *s, const io_done *d, double t1)
         if (f) res = f;
     }
 #endif
-    if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), off, res, t1);
+    if (s->src->ops->on_complete) s->src->ops->on_complete(s->src, tag_file(tag), off, res, d->busy_s);
     if (res <= 0) mark_failed(ss, res < 0 ? (int32_t)res : -ENODATA, tag_file(tag), off);
     if (--ss->chunks_left > 0) return;
     tl_end(s, ss->ev, t1);
@@ -395,6 +395,7 @@ static int apply_verdict(void *ctx, const io_req *r)
     if (ss->layer != s->settle_layer || !ss->prefetched || !ss->queued) return IO_KEEP;
     if (ss->verdict == 0xff)
         ss->verdict = s->mark[ss->expert] ? IO_PROMOTE : ss->queued == ss->chunks_left ? IO_DROP : IO_KEEP;
+    if (ss->verdict == IO_DROP && s->src->ops->on_drop) s->src->ops->on_drop(s->src, tag_file(r->tag), r->len);
     return ss->verdict;
 }
 
