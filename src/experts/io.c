@@ -148,35 +148,39 @@ static int fd_index(devices *d, int fd)
     return d->n_fd++;
 }
 
-static int dev_of(devices *d, int fd)
-{
-    int i = fd_index(d, fd);
-    return i < 0 ? dev_lookup(d, fd) : d->fd_dev[i];
-}
+/* The device of FD, whose table entry is I (or -1). */
+static int dev_at(devices *d, int i, int fd) { return i < 0 ? dev_lookup(d, fd) : d->fd_dev[i]; }
 
-/* A read of FD went to the device at time T. */
-static void fd_start(devices *d, int fd, double t)
-{
-    int i = fd_index(d, fd);
-    if (i >= 0 && d->fm[i].n++ == 0) d->fm[i].since = t;
-}
-
-/* A read of FD landed at time T: FD's busy time up to T (-1 if FD is past
- * the table). */
-static double fd_stop(devices *d, int fd, double t)
-{
-    int i = fd_index(d, fd);
-    if (i < 0 || d->fm[i].n <= 0) return -1;
-    fd_meter *m = &d->fm[i];
-    double busy = m->busy + (t > m->since ? t - m->since : 0);
-    if (--m->n == 0) m->busy = busy;
-    return busy;
-}
+static int dev_of(devices *d, int fd) { return dev_at(d, fd_index(d, fd), fd); }
 
 static void dev_count(devices *d, int k, const io_req *r, int step)
 {
     if (r->prio) d->prefetch[k] += step;
     else d->demand[k] += step;
+}
+
+/* Read R went to the device at time T: counts it on its device and starts
+ * its file's busy time.  Returns the guesses that were already in flight
+ * on that device (meter_start). */
+static int dev_issue(devices *d, const io_req *r, double t)
+{
+    int i = fd_index(d, r->fd), k = dev_at(d, i, r->fd), before = d->prefetch[k];
+    dev_count(d, k, r, 1);
+    if (i >= 0 && d->fm[i].n++ == 0) d->fm[i].since = t;
+    return before;
+}
+
+/* Read R landed at time T: uncounts it and returns its file's busy time up
+ * to T (-1 if the file is past the table). */
+static double dev_land(devices *d, const io_req *r, double t)
+{
+    int i = fd_index(d, r->fd);
+    dev_count(d, dev_at(d, i, r->fd), r, -1);
+    if (i < 0 || d->fm[i].n <= 0) return -1;
+    fd_meter *m = &d->fm[i];
+    double busy = m->busy + (t > m->since ? t - m->since : 0);
+    if (--m->n == 0) m->busy = busy;
+    return busy;
 }
 
 /* A prefetch read may go to device K: no demand read there, fewer than CAP
@@ -297,10 +301,7 @@ static int uring_fill(uring_io *u, sl_err *err)
         }
         int i = u->free_slot[--u->n_free];
         u->slot[i] = r;
-        int k = dev_of(&u->dev, r.fd);
-        meter_start(&u->meter, &r, u->inflight, u->dev.prefetch[k]);
-        dev_count(&u->dev, k, &r, 1);
-        fd_start(&u->dev, r.fd, now);
+        meter_start(&u->meter, &r, u->inflight, dev_issue(&u->dev, &r, now));
         u->issued[i] = now;
         io_uring_prep_read(sqe, r.fd, r.dst, r.len, r.off);
         io_uring_sqe_set_data64(sqe, (uint64_t)i);
@@ -374,10 +375,9 @@ static int uring_take(uring_io *u, struct io_uring_cqe *cqe, io_done *d, sl_err 
     uint32_t before = u->done[i];
     double landed = uring_landed(u, i);
     *d = (io_done){.tag = r->tag, .off = r->off - before, .res = res >= 0 ? res + before : before ? before : res,
-                   .busy_s = fd_stop(&u->dev, r->fd, landed)};
+                   .busy_s = dev_land(&u->dev, r, landed)};
     u->done[i] = 0, u->tries[i] = 0;
     u->inflight--;
-    dev_count(&u->dev, dev_of(&u->dev, r->fd), r, -1);
     u->free_slot[u->n_free++] = i;
     meter_stop(&u->meter, u->inflight, landed);
     return uring_fill(u, err);
@@ -549,11 +549,8 @@ static void *pread_worker(void *arg)
         io_req r;
         while (!p->stop && !pread_pop(p, &r)) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
-        int k = dev_of(&p->dev, r.fd);
-        meter_start(&p->meter, &r, p->busy, p->dev.prefetch[k]);
+        meter_start(&p->meter, &r, p->busy, dev_issue(&p->dev, &r, sl_now()));
         p->busy++;
-        dev_count(&p->dev, k, &r, 1);
-        fd_start(&p->dev, r.fd, sl_now());
         /* a simulated drive transfers from when it takes the read; the real
          * read happens inside that window */
         double until = throttle_until(p, &r);
@@ -562,12 +559,11 @@ static void *pread_worker(void *arg)
         if (until > 0) sleep_until(until);
         pthread_mutex_lock(&p->mu);
         p->busy--;
-        dev_count(&p->dev, k, &r, -1);
-        double landed = sl_now();
+        double landed = sl_now(), busy = dev_land(&p->dev, &r, landed);
         meter_stop(&p->meter, p->busy, landed);
         pthread_cond_broadcast(&p->work); /* a prefetch may go now */
         /* submit reserved its place: a completion is never dropped */
-        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res, .busy_s = fd_stop(&p->dev, r.fd, landed)};
+        p->comp[p->n_comp++] = (io_done){.tag = r.tag, .off = r.off, .res = res, .busy_s = busy};
         pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);

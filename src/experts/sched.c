@@ -61,7 +61,7 @@ void sched_complete(drive_sched *s, int drive, uint64_t len, double busy_total)
 {
     sched_drive *d = &s->d[drive];
     if (busy_total > d->busy_total) d->busy_s += busy_total - d->busy_total, d->busy_total = busy_total;
-    d->inflight = d->inflight > len ? d->inflight - len : 0;
+    sched_drop(s, drive, len); /* no longer in flight */
     d->window_bytes += len;
     if (d->window_bytes < s->window || d->busy_s < 2e-3) return;
     double keep = d->samples ? 1 - s->alpha : 0;
