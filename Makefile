@@ -258,6 +258,11 @@ $(BUILD)/long_run: bench/long_run.c include/sluice.h $(BUILD)/libsluice.a
 $(BUILD)/bench_rollback: bench/bench_rollback.c $(BUILD)/libsluice.a
 	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
+# The most any choice of K could gain from drafting on a text (bench/draft_bound.c,
+# bench/draft.sh bound).
+$(BUILD)/draft_bound: bench/draft_bound.c $(BUILD)/libsluice.a
+	$(CC) $(ALLFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
 clean:
 	rm -rf build build-asan build-fuzz
 

@@ -4,7 +4,7 @@
 # prompts' timed decodes, with acceptance by depth and union expert bytes
 # per accepted token from --stats-json.
 #
-#   bench/draft.sh [all|pair|ngram|synth]
+#   bench/draft.sh [all|pair|ngram|synth|bound]
 # env: THREADS (default 2), NGEN (tokens per prompt, default 128), REPS
 #      (rounds over the prompts, default 5; tok/s is the median round's), OUT
 #      (default build/bench/draft), SYNTH (the 17 GB model, default
@@ -19,6 +19,9 @@
 # 3. synth: the Qwen3-30B-A3B-shaped synthetic model at --mem 6G: no draft, --draft ngram,
 #           --draft random (garbage proposals, the economics must switch drafting off).
 #           Goal: adaptive not measurably slower.
+# 4. bound: what the best K policy could gain in RAM on the pair's and the
+#           n-gram prompts' greedy continuations (build/draft_bound: an oracle
+#           that knows how many drafts each step keeps; not part of "all").
 set -u
 cd "$(dirname "$0")/.."
 BIN=${SLUICE_BIN:-build/sluice}
@@ -173,4 +176,20 @@ if [ "$WHAT" = all ] || [ "$WHAT" = synth ]; then
     runset "synth-random" "$SYNTH" "$PAIR_PROMPTS" --mem "$SYNTH_MEM" --draft random
     same synth-random synth-none
     NGEN=$NGEN_SAVE
+fi
+
+if [ "$WHAT" = bound ]; then
+    make -s build/draft_bound || exit 1
+    # seqs PROMPTS: "P id id ..." per prompt, the prompt's ids then its greedy continuation
+    seqs() {
+        printf '%s\n' "$1" | while IFS= read -r p; do
+            p=$(printf '%b' "$p")
+            "$BIN" run -m "$TARGET" -t 1 --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json 2>/dev/null |
+                python3 -c "import json, sys; o = json.load(sys.stdin); print(len(o['prompt_ids']), *o['prompt_ids'], *o['ids'])"
+        done
+    }
+    echo "== bound: n-gram prompts, tinymoe in RAM, $THREADS threads, $NGEN tokens each"
+    seqs "$NGRAM_PROMPTS" | build/draft_bound "$TARGET" -t "$THREADS" -r "${BOUND_REPS:-3}"
+    echo "== bound: story prompts, tinymoe + tinydraft in RAM, $THREADS threads, $NGEN tokens each"
+    seqs "$PAIR_PROMPTS" | build/draft_bound "$TARGET" --draft "$DRAFT" -t "$THREADS" -r "${BOUND_REPS:-3}"
 fi
