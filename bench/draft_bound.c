@@ -35,7 +35,8 @@
 #include "kernels/pool.h"
 #include "util/clock.h"
 
-enum { KMAX = DRAFT_MAX, NSRC = 2, MAXSEQ = 4096 };
+enum { KMAX = DRAFT_MAX, NSRC = 2, MAXSEQ = 4096, NPMIN = 4 };
+static const float PMIN[NPMIN] = {0.3f, 0.5f, 0.7f, 0.9f};
 
 typedef struct {
     int n;                         /* decode steps */
@@ -44,6 +45,7 @@ typedef struct {
     double (*draft)[KMAX + 1];     /* [n][K]: the draft model's drafting */
     int (*keep)[NSRC];             /* [n][src]: proposal ids the text keeps */
     int (*have)[NSRC];             /* [n][src]: proposal length (0: none) */
+    int (*cut)[NPMIN];             /* [n][t]: the model's proposal length at --draft-p-min PMIN[t] */
 } steps;
 
 static double timed_eval(sl_session *s, const int32_t *t, int n, float *rows, sl_err *err)
@@ -65,8 +67,8 @@ static int kept(const int32_t *prop, int n, const int32_t *seq, int left)
 /* The proposals of every step and the draft model's drafting times.  Apart
  * from the target's passes: a draft run between them would evict the
  * target's weights from the CPU's caches and flatter drafting. */
-static int propose_all(draft_model *dm, const int32_t *seq, int p, int total, steps *st, int32_t (*prop)[NSRC][KMAX],
-                       sl_err *err)
+static int propose_all(draft_model *dm, draft_model *const *cut, const int32_t *seq, int p, int total, steps *st,
+                       int32_t (*prop)[NSRC][KMAX], sl_err *err)
 {
     for (int j = 0; j < st->n; j++) {
         int i = p + 1 + j; /* tokens [0, i) known, token i - 1 pending */
@@ -82,6 +84,10 @@ static int propose_all(draft_model *dm, const int32_t *seq, int p, int total, st
             }
             st->have[j][1] = dp.n;
             memcpy(prop[j][1], dp.ids, sizeof(int32_t) * (size_t)dp.n);
+            for (int t = 0; t < NPMIN; t++) { /* greedy too: a prefix of the proposal above */
+                if (draft_model_propose(cut[t], seq, (size_t)i, KMAX, NULL, &dp, err)) return -1;
+                st->cut[j][t] = dp.n < st->have[j][1] ? dp.n : st->have[j][1];
+            }
         }
         for (int src = 0; src < NSRC; src++) st->keep[j][src] = kept(prop[j][src], st->have[j][src], seq + i, total - i);
     }
@@ -141,15 +147,16 @@ static int engine_src(const steps *st, int j, int srcs)
  * FIXED_K < 0: the oracle's, the fastest choice of source and K (or a
  * plain step) at every step, knowing what each keeps; else a fixed policy:
  * FIXED_K drafts (or all the proposal has) whenever there is one. */
-static double best_time(const steps *st, int srcs, int fixed_k)
+static double best_time(const steps *st, int srcs, int fixed_k, int pmin)
 {
     double *f = calloc((size_t)st->n + 1, sizeof *f);
     if (!f) return -1;
     for (int j = st->n - 1; j >= 0; j--) {
         double best = st->plain[j] + f[j + 1];
         int fs = fixed_k < 0 ? -1 : engine_src(st, j, srcs);
-        if (fs >= 0) {
+        if (fs >= 0 && (fs != 1 || pmin < 0 || st->cut[j][pmin] > 0)) {
             int k = fixed_k < st->have[j][fs] ? fixed_k : st->have[j][fs];
+            if (fs == 1 && pmin >= 0) k = st->cut[j][pmin];
             int next = j + step_yield(st, j, fs, k);
             best = step_cost(st, j, fs, k) + f[next > st->n ? st->n : next];
         }
@@ -187,21 +194,29 @@ static int read_seq(int32_t *seq, int *p)
 enum { NFIX = 5 }; /* K = 1, 2, 4, 8, 16 */
 
 typedef struct {
-    double plain, oracle[4], fixed[4][NFIX];
+    double plain, oracle[4], fixed[4][NFIX], pmin[4][NPMIN];
 } totals;
 
 /* Prints one sequence's bounds for the proposer set SRCS and adds them to TOT. */
 static void report(const steps *st, int srcs, const char *label, totals *tot)
 {
-    double plain = 0, o = best_time(st, srcs, -1);
+    double plain = 0, o = best_time(st, srcs, -1, -1);
     for (int j = 0; j < st->n; j++) plain += st->plain[j];
     if (srcs == 1) tot->plain += plain;
     tot->oracle[srcs] += o;
     printf("  %-7s oracle %.2fx |", label, plain / o);
     for (int f = 0, k = 1; f < NFIX; f++, k *= 2) {
-        double t = best_time(st, srcs, k);
+        double t = best_time(st, srcs, k, -1);
         tot->fixed[srcs][f] += t;
         printf(" K=%d %.2fx", k, plain / t);
+    }
+    printf("\n");
+    if (!(srcs & 2)) return;
+    printf("  %-7s p-min", "");
+    for (int m = 0; m < NPMIN; m++) {
+        double t = best_time(st, srcs, 4, m);
+        tot->pmin[srcs][m] += t;
+        printf(" %.1f %.2fx", PMIN[m], plain / t);
     }
     printf("\n");
 }
@@ -213,6 +228,10 @@ static void report_totals(const totals *t, bool model)
     for (int srcs = 1; srcs <= (model ? 3 : 1); srcs++) {
         printf("  %-7s oracle %.2fx |", names[srcs], t->plain / t->oracle[srcs]);
         for (int f = 0, k = 1; f < NFIX; f++, k *= 2) printf(" K=%d %.2fx", k, t->plain / t->fixed[srcs][f]);
+        printf("\n");
+        if (!(srcs & 2)) continue;
+        printf("  %-7s p-min", "");
+        for (int m = 0; m < NPMIN; m++) printf(" %.1f %.2fx", PMIN[m], t->plain / t->pmin[srcs][m]);
         printf("\n");
     }
 }
@@ -242,6 +261,11 @@ int main(int argc, char **argv)
         return fprintf(stderr, "%s\n", err.msg), 1;
     sampler_params greedy = {.temp = 0};
     if (dm && draft_model_set_sampling(dm, &greedy, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
+    draft_model *cut[NPMIN] = {0}; /* the same draft, stopping below PMIN[t] */
+    for (int t = 0; dm && t < NPMIN; t++)
+        if (draft_model_open(&cut[t], dpath, m, pool, MAXSEQ + KMAX + 1, PMIN[t], false, &err) ||
+            draft_model_set_sampling(cut[t], &greedy, &err))
+            return fprintf(stderr, "%s\n", err.msg), 1;
     float *rows = malloc(sizeof(float) * (size_t)model_n_vocab(m) * (KMAX + 1));
     static int32_t seq[MAXSEQ];
     totals tot = {0};
@@ -256,17 +280,18 @@ int main(int argc, char **argv)
         st.draft = calloc((size_t)st.n, sizeof *st.draft);
         st.keep = calloc((size_t)st.n, sizeof *st.keep);
         st.have = calloc((size_t)st.n, sizeof *st.have);
-        if (!st.plain || !st.verify || !st.draft || !st.keep || !st.have) return fprintf(stderr, "out of memory\n"), 1;
+        st.cut = calloc((size_t)st.n, sizeof *st.cut);
+        if (!st.plain || !st.verify || !st.draft || !st.keep || !st.have || !st.cut) return fprintf(stderr, "out of memory\n"), 1;
         int32_t(*prop)[NSRC][KMAX] = calloc((size_t)st.n, sizeof *prop);
         if (!prop) return fprintf(stderr, "out of memory\n"), 1;
         for (int r = 0; r < reps; r++)
-            if (propose_all(dm, seq, p, total, &st, prop, &err) || measure(s, seq, p, &st, prop, rows, &err))
+            if (propose_all(dm, cut, seq, p, total, &st, prop, &err) || measure(s, seq, p, &st, prop, rows, &err))
                 return fprintf(stderr, "%s\n", err.msg), 1;
         free(prop);
         printf("sequence %d (%d decode steps):\n", nseq++, st.n);
         report(&st, 1, "n-gram", &tot);
         if (dm) report(&st, 2, "model", &tot), report(&st, 3, "both", &tot);
-        free(st.plain), free(st.verify), free(st.draft), free(st.keep), free(st.have);
+        free(st.plain), free(st.verify), free(st.draft), free(st.keep), free(st.have), free(st.cut);
     }
     if (nseq > 1) report_totals(&tot, dm != NULL);
     return 0;
