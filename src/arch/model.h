@@ -151,6 +151,16 @@ int32_t session_n_ctx(const sl_session *s);
  * Running past n_ctx is an error (context overflow); on any error the
  * session keeps its previous position. */
 int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits, bool all, sl_err *err);
+/* session_eval without the output projection, keeping the N positions'
+ * final hidden states (N at most session_opts.n_batch: one pass) so that
+ * session_logits can project the rows a caller turns out to need: a
+ * verification reads its rows in order and stops at the first rejected
+ * draft, and each row of the 50k-token head costs about what a position's
+ * routed experts do.  Row I of session_logits is bit for bit row I of
+ * session_eval's ALL output.  The rows stay available until the next
+ * evaluation (a rewind leaves them). */
+int session_eval_held(sl_session *s, const int32_t *tokens, int32_t n, sl_err *err);
+int session_logits(sl_session *s, int32_t i0, int32_t n, float *logits, sl_err *err);
 
 /* ---- rolling back (rejected drafts, chat edits, reused prefixes) ----
  * Attention layers roll back by forgetting KV entries.  Recurrent layers

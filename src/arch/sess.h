@@ -51,6 +51,7 @@ struct sl_session {
     sl_kv_mode kv_mode;
     int32_t n_ctx, pos;
     int32_t n_batch; /* most tokens per layer-major pass */
+    int32_t held;    /* rows of the stream session_logits can project (session_eval_held) */
     size_t kv_elt; /* bytes per cached element: 4 (f32) or 2 (f16) */
     kv_layer *kv;
     void *scr[SCR_COUNT];

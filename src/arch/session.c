@@ -458,6 +458,7 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (n > s->n_ctx - s->pos)
         return sl_errf(err, "context overflow: %d tokens in the cache + %d new exceed n_ctx %d", s->pos, n,
                        s->n_ctx);
+    s->held = 0; /* the stream is about to be overwritten */
     /* one recurrent-state evaluation over every micro-batch: a failure in
      * any of them returns the session to where it started */
     int32_t pos0 = s->pos;
@@ -473,4 +474,20 @@ int session_eval(sl_session *s, const int32_t *tokens, int32_t n, float *logits,
     if (s->rs) rstate_end(s->rs, rc == 0);
     if (rc) s->pos = pos0;
     return rc;
+}
+
+int session_eval_held(sl_session *s, const int32_t *tokens, int32_t n, sl_err *err)
+{
+    if (n > s->n_batch)
+        return sl_errf(err, "session_eval_held: %d tokens exceed one pass of %d", (int)n, (int)s->n_batch);
+    if (session_eval(s, tokens, n, NULL, false, err)) return -1;
+    s->held = n;
+    return 0;
+}
+
+int session_logits(sl_session *s, int32_t i0, int32_t n, float *logits, sl_err *err)
+{
+    if (i0 < 0 || n <= 0 || i0 > s->held - n)
+        return sl_errf(err, "session_logits: rows [%d, %d) of a pass holding %d", (int)i0, (int)(i0 + n), (int)s->held);
+    return output(s, s->scr[SCR_X], i0, n, logits, err);
 }
