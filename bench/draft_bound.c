@@ -8,7 +8,8 @@
  * measures, on the target:
  *   - the plain step: one position;
  *   - a verification of K = 1..16 drafts: the pending token and the
- *     proposal's first K ids, as the engine would verify them;
+ *     proposal's first K ids, as the engine would verify them, projecting
+ *     the logit rows up to the first rejected draft only;
  * and records how many of each proposer's ids the text keeps: the n-gram
  * lookup's (sluice's, with its defaults), and with --draft the draft
  * model's greedy proposal (whose drafting is timed too, K = 1..16 after a
@@ -54,6 +55,18 @@ static double timed_eval(sl_session *s, const int32_t *t, int n, float *rows, sl
     if (session_eval(s, t, n, rows, true, err)) return -1;
     return sl_now() - t0;
 }
+
+/* A verification's pass over N positions and the ROWS logit rows it reads
+ * (those up to the first rejected draft: the engine projects a few more,
+ * src/decode/spec.c). */
+static double timed_pass(sl_session *s, const int32_t *t, int n, int rows_read, float *rows, sl_err *err)
+{
+    double t0 = sl_now();
+    if (session_eval_held(s, t, n, err) || session_logits(s, 0, rows_read, rows, err)) return -1;
+    return sl_now() - t0;
+}
+
+static int step_yield(const steps *st, int j, int src, int k) { return 1 + (k < st->keep[j][src] ? k : st->keep[j][src]); }
 
 static void keep_min(double *slot, double t) { *slot = *slot <= 0 || t < *slot ? t : *slot; }
 
@@ -114,7 +127,7 @@ static int measure(sl_session *s, const int32_t *seq, int p, steps *st, int32_t 
             batch[0] = seq[i - 1];
             for (int k = 1; k <= st->have[j][src]; k++) {
                 batch[k] = prop[j][src][k - 1];
-                double t = timed_eval(s, batch, k + 1, rows, err);
+                double t = timed_pass(s, batch, k + 1, step_yield(st, j, src, k), rows, err);
                 if (t < 0 || session_rewind(s, i - 1, err)) return -1;
                 keep_min(&st->verify[j][src][k], t);
             }
@@ -131,7 +144,6 @@ static double step_cost(const steps *st, int j, int src, int k)
     return st->verify[j][src][k] + (src == 1 ? st->draft[j][k] : 0);
 }
 
-static int step_yield(const steps *st, int j, int src, int k) { return 1 + (k < st->keep[j][src] ? k : st->keep[j][src]); }
 
 /* The source a fixed-K policy drafts from at step J, as the engine picks it
  * (combined mode: the lookup when it matched at least 2 tokens, the model
