@@ -126,28 +126,18 @@ double dcost_missing_bytes(const draft_cost *c, int n_pos)
 }
 
 /* The value at N_POS of A: its own average once measured twice, else a
- * line through the n measured twice, weighted by their samples (up to 8,
- * so that a well-measured size does not outweigh every other n), and
- * through the plain step only while fewer than two sizes of 2 or more
- * were measured.  The plain step runs matrix-vector products and a pass
- * the batched ones, which cost a step more before the first extra
- * position (tinymoe, 1 thread: 1 / 1.57 / 1.73 / 2.09 plain steps for 1 /
- * 2 / 3 / 5 positions), so a line through it rose too steeply: after
- * passes of 2 and 3 it priced 7 positions at 4.4 plain steps against a
- * measured 2.8-3, and on a run of one repeated token (every draft kept)
- * the choice stayed at K <= 2 for the rest of the run.  A line that is
- * too low corrects itself (the size gets chosen and measured); one that
- * is too high never does.  A size seen once is left out: one slow pass (a
- * burst of interference, the first pass of a size growing its buffers)
- * would otherwise price every K out.  DEFAULT: nothing measured. */
+ * line through the plain step and the n measured twice, weighted by their
+ * samples (up to 8, so that a well-measured plain step does not outweigh
+ * every other n).  A size seen once is left out: one slow pass (a burst of
+ * interference, the first pass of a size growing its buffers) would
+ * otherwise price every K out, and a K never chosen is never measured
+ * again.  DEFAULT: nothing measured. */
 static double fit(const dcost_med *a, int n_pos, double dflt)
 {
     if (a[n_pos].n >= 2) return a[n_pos].v;
-    int batched = 0; /* sizes of 2 or more measured twice */
-    for (int j = 2; j <= DCOST_MAX_POS; j++) batched += a[j].n >= 2;
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     int points = 0;
-    for (int j = batched >= 2 ? 2 : 1; j <= DCOST_MAX_POS; j++) {
+    for (int j = 1; j <= DCOST_MAX_POS; j++) {
         if (!a[j].n || (j > 1 && a[j].n < 2)) continue;
         double w = a[j].n < 8 ? (double)a[j].n : 8, y = a[j].v;
         sw += w, sx += w * j, sy += w * y, sxx += w * j * j, sxy += w * j * y, points++;

@@ -6,9 +6,8 @@
  * C(n): the step's seconds not spent waiting for expert reads (compute and
  *   sampling): the plain step's measured now, C(1), times the ratio of a
  *   pass over n positions to the plain step measured at the time (a
- *   median of recent samples once seen twice, else a weighted
- *   least-squares line through the n seen twice, and through the plain
- *   step's 1 only until two such n exist),
+ *   down-quick, up-slow average once seen twice, else a weighted
+ *   least-squares line through the plain step's 1 and the n seen twice),
  *   since text whose positions share experts makes both cheaper together.
  * missing_bytes(n): the union's experts the cache will not hold, per MoE
  *   layer  k (1 - h1) + (u(n) - k) (1 - hx)  experts of expert_bytes each
