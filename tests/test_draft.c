@@ -68,11 +68,11 @@ static uint64_t evicting_budget(const char *path, int threads, sl_err *err)
     return p.total - p.cache - p.unused + (uint64_t)slots * p.slot_bytes;
 }
 
-static int rig_open(rig *r, const char *path, int threads, uint64_t mem, sl_err *err)
+static int rig_open_batch(rig *r, const char *path, int threads, uint64_t mem, int32_t n_batch, sl_err *err)
 {
     memset(r, 0, sizeof *r);
     engine_opts o = {.model_path = path, .n_ctx = 128, .threads = threads, .mem = mem, .no_heat = true,
-                     .n_rollback = DRAFT_MAX};
+                     .n_rollback = DRAFT_MAX, .n_batch = n_batch};
     if (engine_open(&r->eng, &o, err)) return -1;
     r->nv = model_n_vocab(r->eng.model);
     if (seq_init(&r->q, r->eng.session, r->nv, err)) {
@@ -81,6 +81,11 @@ static int rig_open(rig *r, const char *path, int threads, uint64_t mem, sl_err 
     }
     r->open = true;
     return 0;
+}
+
+static int rig_open(rig *r, const char *path, int threads, uint64_t mem, sl_err *err)
+{
+    return rig_open_batch(r, path, threads, mem, 0, err);
 }
 
 static void rig_close(rig *r)
@@ -410,8 +415,44 @@ static void test_api_same_ids(void)
     t_end();
 }
 
+/* A verification is one pass: with passes of 4 tokens (-b 4) a fixed K of
+ * 8 drafts 3, and the output is still plain decoding's. */
+static void test_small_pass(void)
+{
+    t_begin("draft tinymoe with passes of 4 tokens: K=8 verifies at most 3 drafts, output = plain greedy");
+    sl_err err;
+    rig r;
+    capture ref = {0}, c = {0};
+    drafter *d = NULL;
+    spec *sp = NULL;
+    if (rig_open_batch(&r, "models/tinymoe-q8_0.gguf", 1, 0, 4, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        t_end();
+        return;
+    }
+    ref.rows = malloc(sizeof(float) * (size_t)r.nv * (MAX_GEN + 1));
+    c.rows = malloc(sizeof(float) * (size_t)r.nv * (MAX_GEN + 1));
+    if (!ref.rows || !c.rows || run_gen(&r, NULL, 32, &ref, &err) ||
+        drafter_create(&d, DRAFT_RANDOM, &(drafter_opts){.seed = 3, .random_range = r.nv}, &err) ||
+        spec_create(&sp, d, &(spec_opts){.k_max = 8}, r.nv, &err) || run_gen(&r, sp, 32, &c, &err)) {
+        T_CHECK(0, "%s", err.msg);
+    } else {
+        char why[160];
+        T_CHECK(same_capture(&ref, &c, 32, why, sizeof why), "%s", why);
+        const spec_stats *st = spec_get_stats(sp);
+        T_CHECK(st->k_hist[3] > 0, "no verification of 3 drafts (%lld steps)", (long long)st->steps);
+        for (int k = 4; k <= DRAFT_MAX; k++) T_CHECK(st->k_hist[k] == 0, "%lld verifications of %d drafts", (long long)st->k_hist[k], k);
+    }
+    spec_free(sp);
+    drafter_free(d);
+    free(ref.rows), free(c.rows);
+    rig_close(&r);
+    t_end();
+}
+
 int main(void)
 {
+    test_small_pass();
     test_ngram_lookup();
     test_vocab_mismatch();
     test_budget();

@@ -144,6 +144,7 @@ int session_create_opts(sl_session **out, sl_model *m, int32_t n_ctx, sl_pool *p
 void session_free(sl_session *s);
 int32_t session_pos(const sl_session *s);   /* tokens held in the KV cache */
 int32_t session_n_ctx(const sl_session *s);
+int32_t session_n_batch(const sl_session *s); /* most tokens of one pass (session_opts.n_batch) */
 
 /* Appends N tokens at positions pos..pos+N-1.  Writes logits of the last
  * token to LOGITS[n_vocab], or of every token to LOGITS[N * n_vocab] when

@@ -351,6 +351,7 @@ void session_free(sl_session *s)
 
 int32_t session_pos(const sl_session *s) { return s->pos; }
 int32_t session_n_ctx(const sl_session *s) { return s->n_ctx; }
+int32_t session_n_batch(const sl_session *s) { return s->n_batch; }
 
 void session_prefetch_stats(sl_session *s, sl_prefetch_stats *out) { pilot_stats(s->pilot, out); }
 
