@@ -158,6 +158,30 @@ static void case_lucky_pass(void)
     t_end();
 }
 
+/* Under streaming a pass waits for more of its reads than a plain step
+ * (its union's guesses queue with its misses), so a size seen a few times
+ * leans on what passes of every size waited once they are known, not on
+ * the plain step's: passes of 3 positions waited their reads in full
+ * (beta 1, 4 samples), plain steps a quarter (0.25); one pass of 9 waiting
+ * half: 1/4 x 0.5 + 3/4 x 0.9 (the mean over the 5 passes) = 0.8, where
+ * leaning on the plain step gave 1/4 x 0.5 + 3/4 x 0.25 = 0.3125. */
+static void case_pass_beta(void)
+{
+    t_begin("draft cost: a size seen a few times leans on every pass's waits");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_set_rate(&c, 1e9);
+    dcost_observe_routes(&c, 1, 8, 0.5, 0);
+    for (int i = 0; i < 20; i++) dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
+    for (int i = 0; i < 4; i++) dcost_observe_time(&c, 3, 12.0 * MS, 10.0 * MS, 10e6);
+    dcost_observe_time(&c, 9, 14.0 * MS, 10.0 * MS, 20e6);
+    double want = dcost_compute(&c, 9) + 0.8 * dcost_missing_bytes(&c, 9) / 1e9;
+    T_CHECK(NEAR(dcost_predict(&c, 9), want), "T(9) %g, want %g", dcost_predict(&c, 9), want);
+    /* the plain step keeps its own */
+    T_CHECK(NEAR(dcost_predict(&c, 1), (1.0 + 0.25 * 4) * MS), "T(1) %g", dcost_predict(&c, 1));
+    t_end();
+}
+
 /* Step times are noisy upwards only: one slow pass must not price a size
  * out for good (it would never be chosen, so never measured again). */
 static void case_slow_outlier(void)
@@ -277,5 +301,6 @@ int main(void)
     case_lucky_pass();
     case_slow_outlier();
     case_weighted_line();
+    case_pass_beta();
     return t_done();
 }

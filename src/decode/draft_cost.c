@@ -84,7 +84,11 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
     if (n_pos == 1) c->r[1].v = 1, c->r[1].n++;  /* the plain step against itself */
     else if (c->c[1].n && c->c[1].v > 0) time_add(&c->r[n_pos], t / c->c[1].v);
     /* wait per second of reading: only a step that read something says it */
-    if (c->rate > 0 && missing_bytes > 0) wait_add(&c->beta[n_pos], wait_s / (missing_bytes / c->rate));
+    if (c->rate > 0 && missing_bytes > 0) {
+        double b = wait_s / (missing_bytes / c->rate);
+        wait_add(&c->beta[n_pos], b);
+        if (n_pos > 1) wait_add(&c->beta_pass, b);
+    }
 }
 
 /* Uniform routing's expected distinct experts over N positions. */
@@ -166,20 +170,28 @@ double dcost_compute(const draft_cost *c, int n_pos)
 }
 
 /* beta(N_POS): more positions, more compute per expert for reads to hide
- * behind, so it is measured per n (the nearest measured n's until seen).
- * A size verified only a few times leans on the plain step's, which every
- * plain step measures: read waits are bursty (a throttled or shared disk
+ * behind, so it is measured per n (the nearest measured n's of 2 or more
+ * until seen).  A size verified only a few times leans on the mean over
+ * every pass once 4 were measured, else on the plain step's, which every
+ * plain step measures.  Passes wait per missing byte 3-4x as long as plain
+ * steps (tinymoe, 25% cached: a pass's guesses for all its positions
+ * queue with its misses), and with sizes chosen from 1 to 16 few are seen
+ * 4 times, so leaning on the plain step priced most passes at a third of
+ * their reads.  Read waits are bursty (a throttled or shared disk
  * serves a step's reads in 2 ms or in 90 ms), and one lucky pass taken
  * at its word made a K look free and chose it until it had been measured
  * often enough to undo that. */
 static double beta_of(const draft_cost *c, int n_pos)
 {
-    enum { TRUSTED = 4 }; /* samples after which a size's own beta stands alone */
-    int m = nearest(c->beta, n_pos, 1);
-    if (!m) return 1;
+    enum { TRUSTED = 4 }; /* samples after which a beta stands alone */
+    double plain = c->beta[1].n ? c->beta[1].v : 1;
+    if (n_pos <= 1) return plain;
+    double prior = c->beta_pass.n >= TRUSTED ? c->beta_pass.v : plain;
+    int m = nearest(c->beta, n_pos, 2);
+    if (!m) return prior;
     const dcost_avg *b = &c->beta[m];
-    if (m == 1 || b->n >= TRUSTED) return b->v;
-    double prior = c->beta[1].n ? c->beta[1].v : 1, w = (double)b->n / TRUSTED;
+    if (b->n >= TRUSTED) return b->v;
+    double w = (double)b->n / TRUSTED;
     return w * b->v + (1 - w) * prior;
 }
 

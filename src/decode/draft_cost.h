@@ -56,6 +56,7 @@ typedef struct {
     dcost_med r[DCOST_MAX_POS + 1]; /* ... over the plain step's when measured (r[1] = 1) */
     dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
     dcost_avg beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
+    dcost_avg beta_pass;               /* ... over every pass of 2 or more positions */
     dcost_avg h1, hx;
 } draft_cost;
 

@@ -136,6 +136,11 @@ static bool held(const spec *sp, int layer, int32_t id)
     return !sp->store || expert_store_holds(sp->store, layer, id);
 }
 
+static bool resident(const spec *sp, int layer, int32_t id)
+{
+    return !sp->store || expert_store_resident(sp->store, layer, id);
+}
+
 void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
 {
     spec *sp = ctx;
@@ -150,7 +155,11 @@ void spec_observe_route(void *ctx, int layer, const int32_t *ids, int T, int K)
         for (int j = 0; j < i && !dup; j++) dup = ids[j] == ids[i];
         if (dup) continue;
         distinct++;
-        bool h = held(sp, layer, ids[i]);
+        /* the first position's experts are the plain step's: held or in
+         * flight, as the pilot's guesses mostly land in time; the union's
+         * others only once landed (a pass waited 3-4x as long as a plain
+         * step for the same misses counted the other way) */
+        bool h = i < K ? held(sp, layer, ids[i]) : resident(sp, layer, ids[i]);
         missing += !h;
         if (i < K) sp->pass_first++, sp->pass_first_held += h;
         else sp->pass_extra++, sp->pass_extra_held += h;

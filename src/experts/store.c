@@ -936,4 +936,12 @@ bool expert_store_holds(const expert_provider *p, int layer, int expert)
     return cache_find(s->cache, layer, expert) >= 0;
 }
 
+bool expert_store_resident(const expert_provider *p, int layer, int expert)
+{
+    const store *s = (const store *)p;
+    if (!s->cache || layer < 0 || layer >= s->L->n_layers || expert < 0 || expert >= s->L->n_expert) return false;
+    int i = cache_find(s->cache, layer, expert);
+    return i >= 0 && s->slot[i].chunks_left == 0;
+}
+
 const struct expert_source *expert_store_source(const expert_provider *p) { return ((const store *)p)->src; }

@@ -132,6 +132,9 @@ const store_event *expert_store_timeline(const expert_provider *p, size_t *n);
 /* Whether a slot holds (LAYER, EXPERT) or its read is in flight: what
  * begin() would count as a hit now (false in mmap mode). */
 bool expert_store_holds(const expert_provider *p, int layer, int expert);
+/* Whether a slot holds (LAYER, EXPERT) with its read landed: a pass that
+ * needs an expert still in flight waits for it as for a miss. */
+bool expert_store_resident(const expert_provider *p, int layer, int expert);
 
 /* The store's expert source (e.g. a pack, for source_pack_stats); NULL in
  * mmap mode. */
