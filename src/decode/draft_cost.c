@@ -173,11 +173,11 @@ double dcost_compute(const draft_cost *c, int n_pos)
  * behind, so it is measured per n (the nearest measured n's of 2 or more
  * until seen).  A size verified only a few times leans on the mean over
  * every pass once 4 were measured, else on the plain step's, which every
- * plain step measures.  Passes wait per missing byte 3-4x as long as plain
- * steps (tinymoe, 25% cached: a pass's guesses for all its positions
- * queue with its misses), and with sizes chosen from 1 to 16 few are seen
- * 4 times, so leaning on the plain step priced most passes at a third of
- * their reads.  Read waits are bursty (a throttled or shared disk
+ * plain step measures.  Passes waited per missing byte 3-4x as long as
+ * plain steps (tinymoe, 25% cached: a pass also waits for the pilot's
+ * guesses still in flight for its positions), and with passes of 2 to 17
+ * positions few sizes are seen 4 times in a run, so leaning on the plain
+ * step priced most passes at a third of their reads.  Read waits are bursty (a throttled or shared disk
  * serves a step's reads in 2 ms or in 90 ms), and one lucky pass taken
  * at its word made a K look free and chose it until it had been measured
  * often enough to undo that. */

@@ -929,18 +929,22 @@ int expert_store_optimum_since(const expert_provider *p, uint64_t from, uint64_t
     return n < 0 ? -1 : 0;
 }
 
+/* The slot holding (LAYER, EXPERT), landed or in flight; -1: none. */
+static int slot_of(const store *s, int layer, int expert)
+{
+    if (!s->cache || layer < 0 || layer >= s->L->n_layers || expert < 0 || expert >= s->L->n_expert) return -1;
+    return cache_find(s->cache, layer, expert);
+}
+
 bool expert_store_holds(const expert_provider *p, int layer, int expert)
 {
-    const store *s = (const store *)p;
-    if (!s->cache || layer < 0 || layer >= s->L->n_layers || expert < 0 || expert >= s->L->n_expert) return false;
-    return cache_find(s->cache, layer, expert) >= 0;
+    return slot_of((const store *)p, layer, expert) >= 0;
 }
 
 bool expert_store_resident(const expert_provider *p, int layer, int expert)
 {
     const store *s = (const store *)p;
-    if (!s->cache || layer < 0 || layer >= s->L->n_layers || expert < 0 || expert >= s->L->n_expert) return false;
-    int i = cache_find(s->cache, layer, expert);
+    int i = slot_of(s, layer, expert);
     return i >= 0 && s->slot[i].chunks_left == 0;
 }
 
