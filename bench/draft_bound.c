@@ -49,16 +49,9 @@ typedef struct {
     int (*cut)[NPMIN];             /* [n][t]: the model's proposal length at --draft-p-min PMIN[t] */
 } steps;
 
-static double timed_eval(sl_session *s, const int32_t *t, int n, float *rows, sl_err *err)
-{
-    double t0 = sl_now();
-    if (session_eval(s, t, n, rows, true, err)) return -1;
-    return sl_now() - t0;
-}
-
-/* A verification's pass over N positions and the ROWS logit rows it reads
- * (those up to the first rejected draft: the engine projects a few more,
- * src/decode/spec.c). */
+/* A pass over N positions and the ROWS logit rows read after it: a plain
+ * step (1 and 1), or a verification (the rows up to its first rejected
+ * draft: the engine projects a few more, src/decode/spec.c). */
 static double timed_pass(sl_session *s, const int32_t *t, int n, int rows_read, float *rows, sl_err *err)
 {
     double t0 = sl_now();
@@ -115,7 +108,7 @@ static int measure(sl_session *s, const int32_t *seq, int p, steps *st, int32_t 
 {
     if (session_rewind(s, 0, err) || session_eval(s, seq, p, rows, false, err)) return -1;
     for (int j = 0; j < st->n; j++) {
-        double t = timed_eval(s, seq + p + j, 1, rows, err);
+        double t = timed_pass(s, seq + p + j, 1, 1, rows, err);
         if (t < 0) return -1;
         keep_min(&st->plain[j], t);
     }

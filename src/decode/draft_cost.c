@@ -177,10 +177,10 @@ double dcost_compute(const draft_cost *c, int n_pos)
  * plain steps (tinymoe, 25% cached: a pass also waits for the pilot's
  * guesses still in flight for its positions), and with passes of 2 to 17
  * positions few sizes are seen 4 times in a run, so leaning on the plain
- * step priced most passes at a third of their reads.  Read waits are bursty (a throttled or shared disk
- * serves a step's reads in 2 ms or in 90 ms), and one lucky pass taken
- * at its word made a K look free and chose it until it had been measured
- * often enough to undo that. */
+ * step priced most passes at a third of their reads.  Read waits are
+ * bursty (a throttled or shared disk serves a step's reads in 2 ms or in
+ * 90 ms), and one lucky pass taken at its word made a K look free and
+ * chose it until it had been measured often enough to undo that. */
 static double beta_of(const draft_cost *c, int n_pos)
 {
     enum { TRUSTED = 4 }; /* samples after which a beta stands alone */

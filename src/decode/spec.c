@@ -489,7 +489,8 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
 {
     size_t n0 = q->n;
     int room = (int)(q->cap - n0);
-    if (room > session_n_batch(q->s) - 1) room = session_n_batch(q->s) - 1; /* a verification is one pass */
+    int one_pass = session_n_batch(q->s) - 1; /* a verification is one pass */
+    if (room > one_pass) room = one_pass;
     const gen_result *res = e->res;
     if (e->opts.n_predict >= 0) { /* no draft past the token limit */
         int64_t left = (int64_t)e->opts.n_predict - (int64_t)res->n_ids - 1;
