@@ -380,11 +380,12 @@ static void run_prompt(sl_model *m, const fixture *fx, int pi, json_t *p, const 
     session_free(s);
 }
 
-/* All logits of TOKS: as one batch, or one token at a time with 3 threads. */
-static float *all_logits(sl_model *m, const int32_t *toks, int n, bool single, sl_kv_mode mode)
+/* All logits of TOKS: as one batch, or one token at a time (SINGLE), on
+ * THREADS threads. */
+static float *all_logits(sl_model *m, const int32_t *toks, int n, bool single, int threads, sl_kv_mode mode)
 {
     float *lg = malloc(sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n);
-    sl_pool *pool = single ? pool_create(3) : NULL;
+    sl_pool *pool = threads > 1 ? pool_create(threads) : NULL;
     session_opts so = {.kv_mode = mode};
     sl_session *s;
     sl_err err;
@@ -401,17 +402,25 @@ static float *all_logits(sl_model *m, const int32_t *toks, int n, bool single, s
     return lg;
 }
 
-/* Batch / decode / thread invariance on this architecture, both KV modes. */
+/* Batch / decode / thread invariance on this architecture, both KV modes:
+ * one batch on 1 thread, one-by-one on 3, and one batch on 3 (a batch's
+ * per-position work split between threads, run_rows). */
 static void invariance(sl_model *m, const fixture *fx, json_t *prompt)
 {
     int32_t ids[MAX_PROMPT];
     int n = prompt_ids(fx->name, prompt, model_n_vocab(m), ids);
+    size_t bytes = sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n;
     for (int mode = SL_KV_F16_FLASH; n > 0 && mode <= SL_KV_F32; mode++) {
-        float *a = all_logits(m, ids, n, false, (sl_kv_mode)mode), *b = all_logits(m, ids, n, true, (sl_kv_mode)mode);
-        T_CHECK(a && b && memcmp(a, b, sizeof(float) * (size_t)model_n_vocab(m) * (size_t)n) == 0,
-                "%s: one batch and one-by-one with 3 threads differ (kv mode %d)", fx->name, mode);
+        float *a = all_logits(m, ids, n, false, 1, (sl_kv_mode)mode);
+        float *b = all_logits(m, ids, n, true, 3, (sl_kv_mode)mode);
+        float *c = all_logits(m, ids, n, false, 3, (sl_kv_mode)mode);
+        T_CHECK(a && b && memcmp(a, b, bytes) == 0, "%s: one batch and one-by-one with 3 threads differ (kv mode %d)",
+                fx->name, mode);
+        T_CHECK(a && c && memcmp(a, c, bytes) == 0,
+                "%s: one batch on 1 and on 3 threads differ (kv mode %d, %d tokens)", fx->name, mode, n);
         free(a);
         free(b);
+        free(c);
     }
 }
 

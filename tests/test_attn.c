@@ -28,6 +28,24 @@ static void fillf(float *x, int n)
 
 static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
+/* Floats for the f16 conversion: every magnitude from float subnormals past
+ * the f16 range, values exactly halfway between two halves (normal and
+ * subnormal), and the specials. */
+static void fill_cvt(float *x, int n)
+{
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.996f,
+                                    65520.0f, -65520.0f, 0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-149f};
+    for (int i = 0; i < n; i++) {
+        int kind = (int)(rndu() * 4);
+        float r = rndf();
+        if (kind == 0) x[i] = special[(int)(rndu() * (sizeof special / sizeof *special))];
+        else if (kind == 1) x[i] = ldexpf(r, (int)(rndu() * 200) - 150);
+        else if (kind == 2) /* a tie: half an f16 ulp past an f16 */
+            x[i] = ldexpf(1.0f + (float)(int)(rndu() * 1024) / 1024.0f + 0x1p-11f, (int)(rndu() * 40) - 24);
+        else x[i] = r * 8.0f;
+    }
+}
+
 static void primitives(const attn_simd *s, const attn_simd *o, const char *name)
 {
     char title[96];
@@ -49,6 +67,10 @@ static void primitives(const attn_simd *s, const attn_simd *o, const char *name)
         T_CHECK(same(a16, b16, 2 * (size_t)n), "mad_f16 n=%d", n);
         s->scale_f16(a16, w, n), o->scale_f16(b16, w, n);
         T_CHECK(same(a16, b16, 2 * (size_t)n), "scale_f16 n=%d", n);
+        fill_cvt(oa, n);
+        s->to_f16(a16, oa, n), o->to_f16(b16, oa, n);
+        T_CHECK(same(a16, b16, 2 * (size_t)n), "to_f16 n=%d", n);
+        for (int i = 0; i < n; i++) T_CHECK(a16[i] == fp32_to_fp16(oa[i]), "to_f16 n=%d [%d] %a", n, i, oa[i]);
         fillf(la, n);
         memcpy(lb, la, sizeof(float) * (size_t)n);
         s->axpy_f32(la, xf, w, n), o->axpy_f32(lb, xf, w, n);

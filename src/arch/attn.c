@@ -44,7 +44,7 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
         for (int p = 0; p < n; p++) s[p] = a->op->dot_f32(k + (size_t)p * a->k_stride, q, a->dk) * a->scale;
     } else {
         uint16_t *q16 = (uint16_t *)(lanes + 16 * (size_t)a->dv);
-        for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+        a->op->to_f16(q16, q, a->dk);
         const uint16_t *k = a->k;
         for (int p = 0; p < n; p++) s[p] = a->op->dot_f16(k + (size_t)p * a->k_stride, q16, a->dk) * a->scale;
     }
@@ -58,7 +58,7 @@ static void attn_flash(const attn_src *a, const float *q, int n, float *out, flo
     uint16_t *q16 = (uint16_t *)tmp;
     uint16_t *acc = q16 + ((a->dk + 31) & ~31);
     float *work = tmp + ((((a->dk + 31) & ~31) + ((a->dv + 31) & ~31)) / 2);
-    for (int i = 0; i < a->dk; i++) q16[i] = fp32_to_fp16(q[i]);
+    a->op->to_f16(q16, q, a->dk);
     a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
@@ -92,8 +92,7 @@ void kv_store(const sl_session *s, void *dst, const float *src, int n)
         memcpy(dst, src, sizeof(float) * (size_t)n);
         return;
     }
-    uint16_t *d = dst;
-    for (int i = 0; i < n; i++) d[i] = fp32_to_fp16(src[i]);
+    s->aop->to_f16(dst, src, n);
 }
 
 /* ------------------------------------------------------- a whole pass */
@@ -187,18 +186,34 @@ static int qkv_proj(sl_session *s, const layer_w *L, const float *xn, int T, flo
 }
 
 /* Per-head RMS norm (qwen3's q_norm / k_norm) then RoPE, in place. */
-static void norm_rope_heads(const hparams *hp, float *x, int T, int nh, const float *norm, const batch *b, float *tmp)
+typedef struct {
+    const hparams *hp;
+    const layer_w *L;
+    const batch *b;
+    float *q, *k;
+} heads_job;
+
+/* The heads of positions [T0, T1) of X (NH per position): each normed (in
+ * place: the sum of squares is taken before any element is written), then
+ * rotated. */
+static void norm_rope(const heads_job *j, float *x, int nh, const float *norm, int t0, int t1)
 {
+    const hparams *hp = j->hp;
     int dk = hp->n_embd_head_k;
-    for (int t = 0; t < T; t++)
+    for (int t = t0; t < t1; t++)
         for (int h = 0; h < nh; h++) {
             float *xh = x + ((size_t)t * nh + h) * dk;
-            if (norm) {
-                op_rms_norm(tmp, xh, norm, dk, hp->rms_eps);
-                memcpy(xh, tmp, sizeof(float) * (size_t)dk);
-            }
-            rope_apply(&hp->rope, b->rope + (size_t)t * hp->n_rot, xh);
+            if (norm) op_rms_norm(xh, xh, norm, dk, hp->rms_eps);
+            rope_apply(&hp->rope, j->b->rope + (size_t)t * hp->n_rot, xh);
         }
+}
+
+static void heads_rows(void *ctx, int t0, int t1, int thread)
+{
+    (void)thread;
+    const heads_job *j = ctx;
+    norm_rope(j, j->q, j->hp->n_head, j->L->q_norm, t0, t1);
+    norm_rope(j, j->k, j->hp->n_head_kv, j->L->k_norm, t0, t1);
 }
 
 int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
@@ -211,11 +226,9 @@ int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *ou
     float *k = scr_get(s, SCR_K, (size_t)T * Hkv * dk * sizeof(float), err);
     float *v = scr_get(s, SCR_V, (size_t)T * Hkv * dv * sizeof(float), err);
     float *att = scr_get(s, SCR_ATT, (size_t)T * H * dv * sizeof(float), err);
-    float *tmp = scr_get(s, SCR_T2, (size_t)dk * sizeof(float), err);
-    if (!q || !k || !v || !att || !tmp) return -1;
+    if (!q || !k || !v || !att) return -1;
     if (qkv_proj(s, L, xn, T, q, k, v, err)) return -1;
-    norm_rope_heads(hp, q, T, H, L->q_norm, b, tmp);
-    norm_rope_heads(hp, k, T, Hkv, L->k_norm, b, tmp);
+    run_rows(s, T, heads_rows, &(heads_job){.hp = hp, .L = L, .b = b, .q = q, .k = k});
     attn_heads(s, il, b, q, k, v, att);
     return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
 }

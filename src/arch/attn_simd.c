@@ -191,6 +191,11 @@ void attn_tiled_generic(const uint16_t *k, size_t k_stride, const uint16_t *v, s
 
 static const attn_simd scalar;
 
+static void to_f16(uint16_t *dst, const float *src, int n)
+{
+    for (int i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
+}
+
 static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
                   int dv, int n, float scale, float *out, uint16_t *acc, float *work)
 {
@@ -199,7 +204,7 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 
 static const attn_simd scalar = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
+    .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
     .tiled = attn_tiled_generic,
     .conv_step = conv_step_body,
 };

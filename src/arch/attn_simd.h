@@ -20,6 +20,9 @@ typedef struct {
     void (*mad_f16)(uint16_t *acc, const uint16_t *v, float s, int n);
     /* acc[i] = f16(acc[i] * s) (ggml_vec_scale_f16) */
     void (*scale_f16)(uint16_t *acc, float s, int n);
+    /* dst[i] = fp32_to_fp16(src[i]): keys, values and queries entering the
+     * f16 cache and kernels (one VCVTPS2PH per 8 or 16 on the SIMD paths) */
+    void (*to_f16)(uint16_t *dst, const float *src, int n);
     /* lane[i] = fma(v[i], w, lane[i]), v in f32 or f16 (one position of a
      * 16-lane sgemm accumulation) */
     void (*axpy_f32)(float *lane, const float *v, float w, int n);

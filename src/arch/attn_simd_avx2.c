@@ -82,6 +82,14 @@ static void scale_f16(uint16_t *acc, float s, int n)
     for (; i < n; i++) acc[i] = _cvtss_sh(_cvtsh_ss(acc[i]) * s, CVT_RNE);
 }
 
+static void to_f16(uint16_t *dst, const float *src, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), CVT_RNE));
+    for (; i < n; i++) dst[i] = _cvtss_sh(src[i], CVT_RNE);
+}
+
 static void axpy_f32(float *lane, const float *v, float w, int n)
 {
     __m256 vw = _mm256_set1_ps(w);
@@ -193,7 +201,8 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 
 static const attn_simd avx2 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash, .tiled = tiled,
+    .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
+    .tiled = tiled,
     .conv_step = conv_step_body,
 };
 

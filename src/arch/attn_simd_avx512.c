@@ -87,6 +87,17 @@ static void scale_f16(uint16_t *acc, float s, int n)
     }
 }
 
+static void to_f16(uint16_t *dst, const float *src, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), CVT_RNE));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, k, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, src + i), CVT_RNE));
+    }
+}
+
 static void axpy_f32(float *lane, const float *v, float w, int n)
 {
     __m512 vw = _mm512_set1_ps(w);
@@ -230,7 +241,8 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 
 static const attn_simd avx512 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash, .tiled = tiled,
+    .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
+    .tiled = tiled,
     .conv_step = conv_step_body,
 };
 

@@ -11,6 +11,26 @@ void norm_rows(float *xn, const float *x, const float *w, int T, int64_t n, floa
     op_rms_norm_rows(xn, x, w, T, n, eps);
 }
 
+typedef struct {
+    float *xn;
+    const float *x, *w;
+    int64_t n;
+    float eps;
+} norm_job;
+
+static void norm_share(void *ctx, int t0, int t1, int thread)
+{
+    (void)thread;
+    const norm_job *j = ctx;
+    op_rms_norm_rows(j->xn + t0 * j->n, j->x + t0 * j->n, j->w, t1 - t0, j->n, j->eps);
+}
+
+/* norm_rows over the pool (run_rows) */
+static void norm_pass(sl_session *s, float *xn, const float *x, const float *w, int T, int64_t n, float eps)
+{
+    run_rows(s, T, norm_share, &(norm_job){.xn = xn, .x = x, .w = w, .n = n, .eps = eps});
+}
+
 void add_rows(float *x, const float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
@@ -25,10 +45,10 @@ int layer_attn_half(sl_session *s, int il, const batch *b, attn_fn attn, float *
     *xn = scr_get(s, SCR_XN, (size_t)n * sizeof(float), err);
     *out = scr_get(s, SCR_OUT, (size_t)n * sizeof(float), err);
     if (!*xn || !*out || pilot_layer_start(s, il, err)) return -1;
-    norm_rows(*xn, x, L->attn_norm, b->T, hp->n_embd, hp->rms_eps);
+    norm_pass(s, *xn, x, L->attn_norm, b->T, hp->n_embd, hp->rms_eps);
     if (attn(s, il, b, *xn, *out, err)) return -1;
     add_rows(x, *out, n);
-    norm_rows(*xn, x, L->ffn_norm, b->T, hp->n_embd, hp->rms_eps);
+    norm_pass(s, *xn, x, L->ffn_norm, b->T, hp->n_embd, hp->rms_eps);
     return 0;
 }
 

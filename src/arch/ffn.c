@@ -385,6 +385,24 @@ static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act
     return 0;
 }
 
+typedef struct {
+    const hparams *hp;
+    const layer_w *L;
+    const float *logits;
+    routing *r;
+    char *work; /* moe_route's, one per thread */
+    size_t work_bytes;
+} route_job;
+
+static void route_rows(void *ctx, int t0, int t1, int thread)
+{
+    const route_job *j = ctx;
+    int E = j->r->E, K = j->r->K;
+    for (int t = t0; t < t1; t++)
+        moe_route(j->hp, j->L, (float *)j->logits + (size_t)t * E, j->r->ids + t * K, j->r->w + t * K,
+                  j->work + (size_t)thread * j->work_bytes);
+}
+
 static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, routing *r, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
@@ -392,16 +410,18 @@ static int route_batch(sl_session *s, const layer_w *L, int T, const float *xn, 
     float *logits = scr_get(s, SCR_R_LOGITS, (size_t)T * E * sizeof(float), err);
     r->ids = scr_get(s, SCR_R_IDS, (size_t)T * K * sizeof(int32_t), err);
     r->w = scr_get(s, SCR_R_W, (size_t)T * K * sizeof(float), err);
-    r->count = scr_get(s, SCR_R_COUNT, (size_t)E * 3 * sizeof(int32_t) + moe_route_work_bytes(hp), err);
+    size_t work_bytes = (moe_route_work_bytes(hp) + 63) & ~(size_t)63;
+    r->count = scr_get(s, SCR_R_COUNT, (size_t)E * 3 * sizeof(int32_t) + 64 + work_bytes * (size_t)s->n_threads, err);
     r->slots = scr_get(s, SCR_R_SLOTS, (size_t)T * K * sizeof(int32_t), err);
     r->list = scr_get(s, SCR_R_LIST, (size_t)E * sizeof(int32_t), err);
     if (!logits || !r->ids || !r->w || !r->count || !r->slots || !r->list) return -1;
     r->start = r->count + E;
     r->fill = r->start + E;
-    void *work = r->fill + E;
+    uintptr_t work = ((uintptr_t)(r->fill + E) + 63) & ~(uintptr_t)63;
     r->T = T, r->K = K, r->E = E;
     if (linear(s, &s->act[ACT_A], &L->router, L->router_b, xn, T, logits, err)) return -1;
-    for (int t = 0; t < T; t++) moe_route(hp, L, logits + (size_t)t * E, r->ids + t * K, r->w + t * K, work);
+    run_rows(s, T, route_rows,
+             &(route_job){.hp = hp, .L = L, .logits = logits, .r = r, .work = (char *)work, .work_bytes = work_bytes});
     group_by_expert(r);
     return 0;
 }
@@ -460,6 +480,29 @@ static int run_experts(sl_session *s, int il, const routing *r, const sl_act *xa
     return rc;
 }
 
+typedef struct {
+    float *out;
+    const float *y, *w;
+    int K;
+    int64_t n_embd;
+} combine_job;
+
+/* out[t] = sum over k of y[t][k] w[t][k], in k order */
+static void combine_rows(void *ctx, int t0, int t1, int thread)
+{
+    (void)thread;
+    const combine_job *j = ctx;
+    int K = j->K;
+    int64_t d = j->n_embd;
+    for (int t = t0; t < t1; t++) {
+        float *o = j->out + (size_t)t * d;
+        const float *wt = j->w + (size_t)t * K, *yt = j->y + (size_t)t * K * d;
+        for (int64_t i = 0; i < d; i++) o[i] = yt[i] * wt[0];
+        for (int k = 1; k < K; k++)
+            for (int64_t i = 0; i < d; i++) o[i] += yt[(size_t)k * d + i] * wt[k];
+    }
+}
+
 int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err)
 {
     const hparams *hp = &s->m->hp;
@@ -473,13 +516,6 @@ int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err 
     if (s->m->obs.route) s->m->obs.route(s->m->obs.ctx, il, r.ids, T, K);
     float *y = scr_get(s, SCR_T4, (size_t)T * K * n_embd * sizeof(float), err);
     if (!y || run_experts(s, il, &r, xa, xa_up, y, err)) return -1;
-    for (int t = 0; t < T; t++) {
-        float *o = out + (size_t)t * n_embd;
-        const float *wt = r.w + (size_t)t * K;
-        const float *yt = y + (size_t)t * K * n_embd;
-        for (int64_t i = 0; i < n_embd; i++) o[i] = yt[i] * wt[0];
-        for (int k = 1; k < K; k++)
-            for (int64_t i = 0; i < n_embd; i++) o[i] += yt[(size_t)k * n_embd + i] * wt[k];
-    }
+    run_rows(s, T, combine_rows, &(combine_job){.out = out, .y = y, .w = r.w, .K = K, .n_embd = n_embd});
     return 0;
 }

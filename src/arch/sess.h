@@ -70,6 +70,16 @@ void *scr_get(sl_session *s, int slot, size_t bytes, sl_err *err);
 /* pool_run, or an inline loop when there is no pool. */
 void run_tasks(sl_session *s, int n_tasks, sl_task_fn fn, void *ctx);
 
+/* FN(CTX, i0, i1, thread) over rows [0, N) of a pass: one contiguous share
+ * per thread once N reaches ROWS_PARALLEL, else all of them inline.  The
+ * per-position work between a pass's products (norms, rope, routing, the
+ * experts' weighted sum) ran on the calling thread while the others spun:
+ * a quarter of a 17-position pass's time at 2 threads.  Rows never share an
+ * output element, so the bits do not depend on the split. */
+enum { ROWS_PARALLEL = 4 };
+typedef void (*rows_fn)(void *ctx, int i0, int i1, int thread);
+void run_rows(sl_session *s, int n, rows_fn fn, void *ctx);
+
 /* Prepares the activation A for weights W unless it already holds these
  * rows converted for W's vec_dot type (caller says so with SAME_INPUT). */
 int act_for(sl_session *s, sl_act *a, const sl_mat *w, const float *x, int64_t rows, size_t stride, sl_err *err);

@@ -35,6 +35,29 @@ void run_tasks(sl_session *s, int n_tasks, sl_task_fn fn, void *ctx)
     for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
 }
 
+typedef struct {
+    rows_fn fn;
+    void *ctx;
+    int n, shares;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int thread)
+{
+    const rows_job *j = ctx;
+    int i0 = (int)((int64_t)j->n * task / j->shares), i1 = (int)((int64_t)j->n * (task + 1) / j->shares);
+    if (i1 > i0) j->fn(j->ctx, i0, i1, thread);
+}
+
+void run_rows(sl_session *s, int n, rows_fn fn, void *ctx)
+{
+    if (!s->pool || s->n_threads <= 1 || n < ROWS_PARALLEL) {
+        if (n > 0) fn(ctx, 0, n, 0);
+        return;
+    }
+    rows_job j = {.fn = fn, .ctx = ctx, .n = n, .shares = s->n_threads < n ? s->n_threads : n};
+    pool_run(s->pool, j.shares, rows_task, &j);
+}
+
 void add_bias(float *y, const float *b, int T, int64_t n)
 {
     for (int t = 0; t < T; t++)
@@ -204,7 +227,8 @@ uint64_t session_scratch_bytes(const sl_model *m, int32_t n_ctx, int32_t n_batch
     f += max3(T * max3(H * dk + Hkv * (dk + dv), F, H * (uint64_t)hp->n_embd_head_v_mla), R, 0); /* T1 */
     f += max3(dk + kvl, T * F, R) + max3(T * max3(F, lq, 0), R, 0) + T * max3(K * D, D, lq); /* T2, T3, T4 */
     uint64_t rw = E ? (uint64_t)moe_route_work_bytes(hp) / sizeof(float) + 1 : 0; /* moe_route's work */
-    f += T * E + 3 * T * K + 3 * E + rw;                                   /* router */
+    uint64_t thr = (uint64_t)(n_threads > 0 ? n_threads : 1);
+    f += T * E + 3 * T * K + 3 * E + 32 + thr * (rw + 16);                 /* router, a work per thread */
     f += max3(2 * TK * D, T * H * max3(kvl, qk / (H ? H : 1), 0), 0) + TK * D; /* R_GATHER, R_ROWS */
     if (E) f += T * D + T * E + K + rw + 3 * T * K;                        /* the predictor's (pilot.c) */
     uint64_t bytes = f * sizeof(float) + (uint64_t)SCR_COUNT * 64;

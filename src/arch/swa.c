@@ -43,7 +43,7 @@ static void softmax_window(const swa_job *j, const ring *r, const float *q, cons
     if (s->kv_mode == SL_KV_F32) {
         for (int32_t p = lo; p <= i; p++) sc[p - base] = s->aop->dot_f32(ring_k(r, p), q, dk) * j->scale;
     } else {
-        for (int d = 0; d < dk; d++) q16[d] = fp32_to_fp16(q[d]);
+        s->aop->to_f16(q16, q, dk);
         for (int32_t p = lo; p <= i; p++) sc[p - base] = s->aop->dot_f16(ring_k(r, p), q16, dk) * j->scale;
     }
     op_softmax_sink(sc, n16, sink);
@@ -69,7 +69,7 @@ static void flash_window(const swa_job *j, const ring *r, const float *q, const 
     const attn_simd *op = j->s->aop;
     int dk = j->dk, dv = j->dv;
     uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + ((dk + 31) & ~31);
-    for (int d = 0; d < dk; d++) q16[d] = fp32_to_fp16(q[d]);
+    op->to_f16(q16, q, dk);
     memset(acc, 0, sizeof(uint16_t) * (size_t)dv);
     float S = 0.0f, M = -INFINITY;
     for (int32_t p = lo; p <= i; p++) attn_flash_step(op, ring_k(r, p), ring_v(r, p), q16, dk, dv, j->scale, acc, &S, &M);
