@@ -78,7 +78,7 @@ static int propose_all(draft_model *dm, draft_model *const *cut, const int32_t *
 {
     for (int j = 0; j < st->n; j++) {
         int i = p + 1 + j; /* tokens [0, i) known, token i - 1 pending */
-        st->have[j][0] = ngram_lookup(seq, (size_t)i, 1, 4, KMAX, prop[j][0]);
+        st->have[j][0] = ngram_lookup(seq, (size_t)i, 1, 4, KMAX, prop[j][0], NULL);
         st->have[j][1] = 0;
         if (dm) {
             draft_proposal dp;

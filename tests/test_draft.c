@@ -255,21 +255,37 @@ static void test_ngram_lookup(void)
     const int32_t h[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 2, 3};
     int32_t out[8];
     /* suffix 2 3 (3 tokens "X 2 3" never repeat with X = 5): the latest "2 3" is at 5, then 7 5 2 3 */
-    int n = ngram_lookup(h, 11, 1, 4, 4, out);
+    int n = ngram_lookup(h, 11, 1, 4, 4, out, NULL);
     T_CHECK(n == 4 && out[0] == 7 && out[1] == 5 && out[2] == 2 && out[3] == 3, "got %d: %d %d", n, out[0], out[1]);
     const int32_t g[] = {4, 5, 6};
-    T_CHECK(ngram_lookup(g, 3, 1, 4, 4, out) == 0, "no earlier match: nothing");
+    T_CHECK(ngram_lookup(g, 3, 1, 4, 4, out, NULL) == 0, "no earlier match: nothing");
     const int32_t p[] = {8, 8, 8};
-    n = ngram_lookup(p, 3, 2, 2, 3, out);
+    n = ngram_lookup(p, 3, 2, 2, 3, out, NULL);
     T_CHECK(n == 3 && out[0] == 8 && out[1] == 8 && out[2] == 8, "a match overlapping the suffix repeats: %d", n);
     const int32_t r[] = {6, 1, 2, 1, 2};
-    n = ngram_lookup(r, 5, 1, 4, 5, out);
+    n = ngram_lookup(r, 5, 1, 4, 5, out, NULL);
     /* "1 2" last occurred at 1, so 1 2 follows, and then the text since repeats */
     T_CHECK(n == 5 && out[0] == 1 && out[1] == 2 && out[2] == 1 && out[3] == 2 && out[4] == 1,
             "a repeating phrase goes on repeating: %d: %d %d %d %d %d", n, out[0], out[1], out[2], out[3], out[4]);
-    n = ngram_lookup(h, 11, 1, 4, 8, out);
+    n = ngram_lookup(h, 11, 1, 4, 8, out, NULL);
     /* past the end of h the matched stretch (7 5 2 3) repeats */
     T_CHECK(n == 8 && out[4] == 7 && out[5] == 5 && out[7] == 3, "a far match repeats the text since: %d", n);
+    /* how far back the match agrees: "2 3" alone (1 before it, 5 before the suffix) */
+    int32_t m = -1;
+    ngram_lookup(h, 11, 1, 4, 4, out, &m);
+    T_CHECK(m == 2, "match of \"2 3\": %d", m);
+    /* "5 6 7" agrees before "1 2 3 4" too, up to the start of the text */
+    const int32_t l[] = {5, 6, 7, 1, 2, 3, 4, 9, 5, 6, 7, 1, 2, 3, 4};
+    n = ngram_lookup(l, 15, 1, 4, 2, out, &m);
+    T_CHECK(n == 2 && out[0] == 9 && m == 7, "a longer agreement: %d, %d, match %d", n, out[0], m);
+    const int32_t run[] = {8, 8, 8, 8, 8, 8};
+    ngram_lookup(run, 6, 2, 2, 2, out, &m);
+    T_CHECK(m == 5, "a run of one token: the match overlaps the suffix: %d", m);
+    int32_t many[64];
+    for (int i = 0; i < 64; i++) many[i] = i % 3;
+    ngram_lookup(many, 64, 1, 4, 2, out, &m);
+    T_CHECK(m == DRAFT_MATCH_CAP, "capped at %d: %d", DRAFT_MATCH_CAP, m);
+    T_CHECK(ngram_lookup(g, 3, 1, 4, 4, out, &m) == 0 && m == 0, "no match: 0, got %d", m);
     t_end();
 }
 

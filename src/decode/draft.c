@@ -70,8 +70,18 @@ static bool same_run(const int32_t *hist, size_t a, size_t b, size_t len)
     return memcmp(hist + a, hist + b, len * sizeof *hist) == 0;
 }
 
-int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out)
+/* How far back HIST agrees before positions J and N, from LEN (the agreed
+ * suffix) up to DRAFT_MATCH_CAP. */
+static int32_t match_back(const int32_t *hist, size_t n, size_t j, size_t len)
 {
+    size_t e = len;
+    while (e < DRAFT_MATCH_CAP && j + len > e && hist[j + len - 1 - e] == hist[n - 1 - e]) e++;
+    return (int32_t)e;
+}
+
+int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out, int32_t *match)
+{
+    if (match) *match = 0;
     if (kmax <= 0) return 0;
     for (size_t len = (size_t)nmax; len >= (size_t)nmin && len >= 1; len--) {
         if (len + 1 > n) continue;
@@ -89,6 +99,7 @@ int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int 
                 size_t at = from + (size_t)k;
                 out[k] = at < n ? hist[at] : out[at - n];
             }
+            if (match) *match = match_back(hist, n, j, len);
             return kmax;
         }
     }
@@ -105,14 +116,17 @@ int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, dr
     if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
     int32_t nmin = d->o.ngram_min;
     if (d->kind == DRAFT_MODEL && nmin < 2) nmin = 2; /* one token is too weak a match to skip the model */
-    p->n = d->kind == DRAFT_NGRAM || d->kind == DRAFT_MODEL ? ngram_lookup(hist, n, nmin, d->o.ngram_max, kmax, p->ids) : 0;
+    p->match = 0;
+    p->n = d->kind == DRAFT_NGRAM || d->kind == DRAFT_MODEL
+               ? ngram_lookup(hist, n, nmin, d->o.ngram_max, kmax, p->ids, &p->match)
+               : 0;
     point_masses(p, 0, DRAFT_NGRAM);
     return p->n;
 }
 
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err)
 {
-    p->n = 0;
+    p->n = 0, p->match = 0;
     if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
     if (kmax <= 0) return 0;
     switch (d->kind) {

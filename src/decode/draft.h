@@ -25,7 +25,8 @@
 #include "decode/sampler.h"
 #include "util/err.h"
 
-enum { DRAFT_MAX = 16 }; /* most tokens one step drafts */
+enum { DRAFT_MAX = 16 };   /* most tokens one step drafts */
+enum { DRAFT_MATCH_CAP = 32 }; /* the longest match a lookup measures */
 
 typedef enum { DRAFT_NONE = 0, DRAFT_NGRAM, DRAFT_RANDOM, DRAFT_MODEL } draft_kind;
 
@@ -39,6 +40,9 @@ typedef struct {
     const sl_cand *q[DRAFT_MAX];
     size_t n_q[DRAFT_MAX];
     draft_kind kind[DRAFT_MAX]; /* which proposer drafted it (combined mode) */
+    int32_t match; /* a lookup's: how many tokens before the proposal equal the
+                    * ones before the text it was read from (<= DRAFT_MATCH_CAP;
+                    * 0 for a proposer) */
 } draft_proposal;
 
 typedef struct drafter drafter;
@@ -71,7 +75,10 @@ int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, dr
  * earlier occurrence of the longest suffix of HIST of NMAX .. NMIN tokens,
  * continued past the end of HIST as if the text since the match repeats
  * (8 8 8 proposes 8 8 ...; 1 2 1 2 proposes 1 2 ...).  Returns how many it
- * wrote to OUT: KMAX, or 0 when no suffix occurred earlier. */
-int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out);
+ * wrote to OUT: KMAX, or 0 when no suffix occurred earlier.  *MATCH (if
+ * not NULL) gets how far back that occurrence agrees with the end of HIST,
+ * past the suffix, up to DRAFT_MATCH_CAP tokens (0 when nothing was found). */
+int ngram_lookup(const int32_t *hist, size_t n, int32_t nmin, int32_t nmax, int kmax, int32_t *out,
+                 int32_t *match);
 
 #endif
