@@ -26,12 +26,12 @@ static void case_ram(void)
     T_CHECK(dcost_missing_bytes(&c, 3) == 0, "nothing is read in RAM");
     /* K=0: 1 / 1.0 = 1.0 tok/ms; K=1: 1.8 / 1.3 = 1.385; K=2: 2.4 / 1.6 = 1.5 */
     double tok[3] = {1, 1.8, 2.4};
-    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
     /* K=1 alone: 1.33 / 1.3 = 1.023 tok/ms, short of 1.03 x the plain step */
     double tok2[2] = {1, 1.33};
-    T_CHECK(dcost_choose(&c, tok2, 0.1 * MS, 1, 1, 1.03) == 0, "below the margin: plain");
+    T_CHECK(dcost_choose(&c, tok2, NULL, 0.1 * MS, 1, 1, 1.03) == 0, "below the margin: plain");
     /* without the margin it pays */
-    T_CHECK(dcost_choose(&c, tok2, 0.1 * MS, 1, 1, 1.0) == 1, "above 1.0: K=1");
+    T_CHECK(dcost_choose(&c, tok2, NULL, 0.1 * MS, 1, 1, 1.0) == 1, "above 1.0: K=1");
     /* an unmeasured n: the line through (1, 1.0) (2, 1.2) (3, 1.4) ms gives 1.8 ms at n = 5 */
     T_CHECK(NEAR(dcost_compute(&c, 5), 1.8 * MS), "C(5) %g", dcost_compute(&c, 5));
     t_end();
@@ -43,12 +43,12 @@ static void stream_base(draft_cost *c, double extra_hit)
 {
     dcost_init(c, 8, 128, 1e6);
     dcost_set_rate(c, 1e9);
-    dcost_observe_routes(c, 1, 8, 0.75, 0);
+    dcost_observe_routes(c, 1, 1, 8, 0.75, 0);
     dcost_observe_time(c, 1, 3.0 * MS, 2.0 * MS, 2e6);
     /* two K = 1 verifications (a size seen once is not yet trusted): 14
      * distinct, the 6 beyond the first position's held at EXTRA_HIT */
     for (int i = 0; i < 2; i++) {
-        dcost_observe_routes(c, 2, 14, 0.75, extra_hit);
+        dcost_observe_routes(c, 2, 2, 14, 0.75, extra_hit);
         double miss = 2 + 6 * (1 - extra_hit);
         dcost_observe_time(c, 2, 1.2 * MS + miss * MS, miss * MS, miss * 1e6);
     }
@@ -70,7 +70,33 @@ static void case_stream_union_costs(void)
     T_CHECK(NEAR(dcost_predict(&c, 3), 9.2125 * MS), "T(3) %g", dcost_predict(&c, 3));
     /* acceptance 0.9: K=0 1/3 = 0.333; K=1 1.9/6.3 = 0.302; K=2 2.71/9.4125 = 0.288 */
     double tok[3] = {1, 1.9, 2.71};
-    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 0, "plain wins");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.1 * MS, 1, 2, 1.03) == 0, "plain wins");
+    t_end();
+}
+
+/* The union follows distinct tokens: a pass over a run of one token reads
+ * about one position's experts. */
+static void case_repeated_tokens(void)
+{
+    t_begin("draft cost: streaming, a pass over one repeated token is priced by its one token's union");
+    draft_cost c;
+    stream_base(&c, 0.5);
+    /* m = 1: only the first position's 2 missing experts: C(2) 1.2 + 2 ms */
+    T_CHECK(NEAR(dcost_predict_tok(&c, 2, 1), 3.2 * MS), "T(2, m 1) %g", dcost_predict_tok(&c, 2, 1));
+    T_CHECK(NEAR(dcost_predict_tok(&c, 2, 2), dcost_predict(&c, 2)), "m = n is T(n)");
+    /* 3 positions of 2 tokens: the compute of 3 (1.4 ms on the line), the union of 2 (5 missing) */
+    T_CHECK(NEAR(dcost_predict_tok(&c, 3, 2), 6.4 * MS), "T(3, m 2) %g", dcost_predict_tok(&c, 3, 2));
+    /* acceptance 0.9: K=0 1/3 = 0.333; K=2 2.71/(6.4 + 0.2) = 0.411 tok/ms,
+     * where 3 distinct tokens (9.4125 ms) lose */
+    double tok[3] = {1, 1.9, 2.71};
+    int n_tok[3] = {1, 2, 2};
+    T_CHECK(dcost_choose(&c, tok, n_tok, 0.1 * MS, 2, 2, 1.03) == 2, "K=2 over 2 tokens wins");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.1 * MS, 2, 2, 1.03) == 0, "K=2 over 3 tokens loses");
+    /* a pass's routes count toward its distinct tokens' union: 3 positions
+     * of 2 tokens, 12 experts: u(2) 14 -> 13.5, u(3) still unmeasured */
+    dcost_observe_routes(&c, 3, 2, 12, 0.75, 0.5);
+    T_CHECK(NEAR(dcost_union(&c, 2), 13.5), "u(2) %g", dcost_union(&c, 2));
+    T_CHECK(NEAR(dcost_union(&c, 3), 8 + (13.5 - 8) / 7.5 * 14.53125), "u(3) %g", dcost_union(&c, 3));
     t_end();
 }
 
@@ -84,8 +110,8 @@ static void case_stream_cached_union(void)
     T_CHECK(NEAR(dcost_predict(&c, 3), 3.4 * MS), "T(3) %g", dcost_predict(&c, 3));
     /* K=0 0.333; K=1 1.9/3.3 = 0.576; K=2 2.71/3.6 = 0.753 tok/ms */
     double tok[3] = {1, 1.9, 2.71};
-    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
-    T_CHECK(dcost_choose(&c, tok, 0.1 * MS, 1, 1, 1.03) == 1, "K=1 within k_max 1");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.1 * MS, 1, 2, 1.03) == 2, "K=2 wins");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.1 * MS, 1, 1, 1.03) == 1, "K=1 within k_max 1");
     t_end();
 }
 
@@ -95,7 +121,7 @@ static void case_overlap_hides_reads(void)
     draft_cost c;
     dcost_init(&c, 8, 128, 1e6);
     dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 8, 0.5, 0);
+    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
     /* 4 missing (4 ms of reading) waited only 1 ms: beta 0.25; C(1) 1 ms */
     dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
     T_CHECK(NEAR(dcost_predict(&c, 1), 2.0 * MS), "T(1) %g", dcost_predict(&c, 1));
@@ -142,19 +168,19 @@ static void case_lucky_pass(void)
     dcost_init(&c, 8, 128, 1e6);
     dcost_set_rate(&c, 1e9);
     for (int i = 0; i < 20; i++) { /* plain steps: 2 of 8 missing, 2 ms read, waited in full */
-        dcost_observe_routes(&c, 1, 8, 0.75, 0);
+        dcost_observe_routes(&c, 1, 1, 8, 0.75, 0);
         dcost_observe_time(&c, 1, 3.0 * MS, 2.0 * MS, 2e6);
     }
     /* a K = 2 pass (3 positions) missing 10 MB that waited 0.1 ms: its own
      * beta 0.01, one sample of 4 trusted: 1/4 x 0.01 + 3/4 x 1 = 0.7525 */
-    dcost_observe_routes(&c, 3, 20, 0.75, 0.0);
+    dcost_observe_routes(&c, 3, 3, 20, 0.75, 0.0);
     dcost_observe_time(&c, 3, 1.5 * MS, 0.1 * MS, 10e6);
     double miss = dcost_missing_bytes(&c, 3), want = dcost_compute(&c, 3) + 0.7525 * miss / 1e9;
     T_CHECK(NEAR(dcost_predict(&c, 3), want), "T(3) %g, want %g", dcost_predict(&c, 3), want);
     /* so drafting 2 at acceptance 0.9 still loses to the plain step */
     double tok[3] = {1, 1.9, 2.71};
-    T_CHECK(dcost_choose(&c, tok, 0.01 * MS, 1, 2, 1.03) == 0, "plain wins, chose %d",
-            dcost_choose(&c, tok, 0.01 * MS, 1, 2, 1.03));
+    T_CHECK(dcost_choose(&c, tok, NULL, 0.01 * MS, 1, 2, 1.03) == 0, "plain wins, chose %d",
+            dcost_choose(&c, tok, NULL, 0.01 * MS, 1, 2, 1.03));
     t_end();
 }
 
@@ -171,7 +197,7 @@ static void case_pass_beta(void)
     draft_cost c;
     dcost_init(&c, 8, 128, 1e6);
     dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 8, 0.5, 0);
+    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
     for (int i = 0; i < 20; i++) dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
     for (int i = 0; i < 4; i++) dcost_observe_time(&c, 3, 12.0 * MS, 10.0 * MS, 10e6);
     dcost_observe_time(&c, 9, 14.0 * MS, 10.0 * MS, 20e6);
@@ -196,7 +222,7 @@ static void case_slow_outlier(void)
     T_CHECK(NEAR(dcost_compute(&c, 3), 1.2 * MS), "C(3) %g", dcost_compute(&c, 3));
     /* K = 2 at acceptance 0.8 then pays: 2.44 / 1.2 against 1 / 1.0 */
     double tok[3] = {1, 1.8, 2.44};
-    T_CHECK(dcost_choose(&c, tok, 0, 1, 2, 1.03) == 2, "K=2 is tried again");
+    T_CHECK(dcost_choose(&c, tok, NULL, 0, 1, 2, 1.03) == 2, "K=2 is tried again");
     /* the second sample: the first two give their minimum */
     dcost_observe_time(&c, 3, 1.5 * MS, 0, 0);
     T_CHECK(NEAR(dcost_compute(&c, 3), 1.5 * MS), "C(3) %g", dcost_compute(&c, 3));
@@ -297,6 +323,7 @@ int main(void)
     case_ram();
     case_stream_union_costs();
     case_stream_cached_union();
+    case_repeated_tokens();
     case_overlap_hides_reads();
     case_lucky_pass();
     case_slow_outlier();

@@ -62,12 +62,12 @@ void dcost_set_rate(draft_cost *c, double bytes_per_s) { c->rate = bytes_per_s >
 
 static bool pos_ok(int n) { return n >= 1 && n <= DCOST_MAX_POS; }
 
-void dcost_observe_routes(draft_cost *c, int n_pos, double distinct, double first_hit, double extra_hit)
+void dcost_observe_routes(draft_cost *c, int n_pos, int n_tok, double distinct, double first_hit, double extra_hit)
 {
     if (!pos_ok(n_pos) || !c->n_used) return;
     avg_add(&c->h1, first_hit);
     if (n_pos == 1) return;
-    avg_add(&c->u[n_pos], distinct);
+    if (n_tok > 1 && n_tok <= n_pos) avg_add(&c->u[n_tok], distinct); /* u(1) is k */
     if (distinct > c->n_used) avg_add(&c->hx, extra_hit);
 }
 
@@ -108,24 +108,24 @@ static int nearest(const dcost_avg *a, int n_pos, int from)
     return 0;
 }
 
-double dcost_union(const draft_cost *c, int n_pos)
+double dcost_union(const draft_cost *c, int n_tok)
 {
-    if (!c->n_used || n_pos <= 1) return c->n_used;
-    if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
-    if (c->u[n_pos].n) return c->u[n_pos].v;
-    /* the overlap measured at the nearest n */
-    int m = nearest(c->u, n_pos, 2);
+    if (!c->n_used || n_tok <= 1) return c->n_used;
+    if (n_tok > DCOST_MAX_POS) n_tok = DCOST_MAX_POS;
+    if (c->u[n_tok].n) return c->u[n_tok].v;
+    /* the overlap measured at the nearest m */
+    int m = nearest(c->u, n_tok, 2);
     double ratio = m ? (c->u[m].v - c->n_used) / (uniform_union(c, m) - c->n_used) : 1;
-    double u = c->n_used + ratio * (uniform_union(c, n_pos) - c->n_used);
-    double top = fmin((double)n_pos * c->n_used, c->n_expert);
+    double u = c->n_used + ratio * (uniform_union(c, n_tok) - c->n_used);
+    double top = fmin((double)n_tok * c->n_used, c->n_expert);
     return u < c->n_used ? c->n_used : u > top ? top : u;
 }
 
-double dcost_missing_bytes(const draft_cost *c, int n_pos)
+double dcost_missing_bytes(const draft_cost *c, int n_tok)
 {
     if (!c->n_used || !(c->rate > 0)) return 0;
     double h1 = c->h1.n ? c->h1.v : 0, hx = c->hx.n ? c->hx.v : h1;
-    double k = c->n_used, miss = k * (1 - h1) + (dcost_union(c, n_pos) - k) * (1 - hx);
+    double k = c->n_used, miss = k * (1 - h1) + (dcost_union(c, n_tok) - k) * (1 - hx);
     return miss * c->expert_bytes;
 }
 
@@ -202,23 +202,27 @@ bool dcost_priced(const draft_cost *c)
     return false;
 }
 
-double dcost_predict(const draft_cost *c, int n_pos)
+double dcost_predict_tok(const draft_cost *c, int n_pos, int n_tok)
 {
     double t = dcost_compute(c, n_pos);
     if (n_pos < 1) n_pos = 1;
     if (n_pos > DCOST_MAX_POS) n_pos = DCOST_MAX_POS;
-    if (c->rate > 0) t += beta_of(c, n_pos) * dcost_missing_bytes(c, n_pos) / c->rate;
+    if (n_tok < 1 || n_tok > n_pos) n_tok = n_pos;
+    if (c->rate > 0) t += beta_of(c, n_pos) * dcost_missing_bytes(c, n_tok) / c->rate;
     return t;
 }
 
-int dcost_choose(const draft_cost *c, const double *tokens, double draft_s, int k_min, int k_max, double margin)
+double dcost_predict(const draft_cost *c, int n_pos) { return dcost_predict_tok(c, n_pos, n_pos); }
+
+int dcost_choose(const draft_cost *c, const double *tokens, const int *n_tok, double draft_s, int k_min, int k_max,
+                 double margin)
 {
     double t0 = dcost_predict(c, 1), best = t0 > 0 ? 1 / t0 : 0;
     int bk = 0;
     if (k_min < 1) k_min = 1;
     if (k_max > DCOST_MAX_POS - 1) k_max = DCOST_MAX_POS - 1;
     for (int k = k_min; k <= k_max; k++) {
-        double t = dcost_predict(c, k + 1) + k * draft_s;
+        double t = dcost_predict_tok(c, k + 1, n_tok ? n_tok[k] : k + 1) + k * draft_s;
         double r = t > 0 ? tokens[k] / t : 0;
         if (r > best * (bk ? 1 : margin)) best = r, bk = k;
     }

@@ -206,14 +206,15 @@ static void pass_begin(spec *sp, bool verifying)
     sp->counting = true, sp->verifying = verifying;
 }
 
-/* The pass over N positions ended: what its routing and the cache's hits
- * say (its time is observed once the step's sampling is done too). */
-static void pass_end(spec *sp, int n)
+/* The pass over N positions of N_TOK distinct tokens ended: what its
+ * routing and the cache's hits say (its time is observed once the step's
+ * sampling is done too). */
+static void pass_end(spec *sp, int n, int n_tok)
 {
     sp->counting = sp->verifying = false;
     if (!sp->pass_layers) return;
     double L = (double)sp->pass_layers;
-    dcost_observe_routes(&sp->cost, n, (double)sp->pass_distinct / L,
+    dcost_observe_routes(&sp->cost, n, n_tok, (double)sp->pass_distinct / L,
                          sp->pass_first ? (double)sp->pass_first_held / (double)sp->pass_first : 1,
                          sp->pass_extra ? (double)sp->pass_extra_held / (double)sp->pass_extra : 1);
 }
@@ -341,9 +342,22 @@ static int probe_k(spec *sp, int kmax)
     return k;
 }
 
+/* The distinct tokens among T0 and IDS[0, N). */
+static int distinct_tokens(int32_t t0, const int32_t *ids, int n)
+{
+    int d = 1;
+    for (int i = 0; i < n; i++) {
+        bool seen = ids[i] == t0;
+        for (int j = 0; j < i && !seen; j++) seen = ids[j] == ids[i];
+        d += !seen;
+    }
+    return d;
+}
+
 /* The K with the most expected tokens per second for drafts from SRC of
- * class CLS (0: a plain step). */
-static int choose_k(spec *sp, int room, int src, int cls)
+ * class CLS (0: a plain step); N_TOK[K]: the distinct tokens a pass over
+ * K drafts would hold, when the drafts are known (NULL: K + 1). */
+static int choose_k(spec *sp, int room, int src, int cls, const int *n_tok)
 {
     int kmax = sp->o.k_max > 0 ? sp->o.k_max : DRAFT_MAX;
     if (kmax > room) kmax = room;
@@ -357,7 +371,7 @@ static int choose_k(spec *sp, int room, int src, int cls)
     if (kmax > 2 * explored + 2) kmax = 2 * explored + 2;
     double tokens[DRAFT_MAX + 1];
     for (int k = 0; k <= kmax; k++) tokens[k] = expected_tokens(sp, cls, k);
-    int bk = dcost_choose(&sp->cost, tokens, draft_s(sp, src), sp->o.k_min, kmax, MARGIN);
+    int bk = dcost_choose(&sp->cost, tokens, n_tok, draft_s(sp, src), sp->o.k_min, kmax, MARGIN);
     if (bk == 0) return src == SRC_LOOKUP ? 0 : probe_k(sp, kmax);
     sp->since_probe = 0, sp->probed = false, sp->probe_gap = PROBE_EVERY;
     /* a plain step now and then keeps its measured cost current */
@@ -434,7 +448,7 @@ static int plain_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int
     double w0 = store_wait(sp), t0 = sl_now();
     pass_begin(sp, false);
     int rc = seq_eval(q, err);
-    pass_end(sp, 1);
+    pass_end(sp, 1, 1);
     if (rc == 0) rc = gen_sample(q, smp, e, id, err);
     dcost_observe_time(&sp->cost, 1, sl_now() - t0, store_wait(sp) - w0, sp->pass_missing_bytes);
     sp->st.k_hist[0]++;
@@ -489,7 +503,9 @@ static int propose(spec *sp, const gen_seq *q, int room, draft_proposal *p, int 
     *cls = class_of(*src, p->match);
     double t_draft = sl_now() - t0; /* the lookup's; choosing K is not drafting */
     if (*src == SRC_PROPOSER && drafter_kind(sp->d) == DRAFT_NGRAM) return 0; /* nothing to draft */
-    int k = choose_k(sp, room, *src, *cls);
+    int n_tok[DRAFT_MAX + 1];
+    for (int k = 0; *src == SRC_LOOKUP && k <= p->n; k++) n_tok[k] = distinct_tokens(q->toks[q->n - 1], p->ids, k);
+    int k = choose_k(sp, room, *src, *cls, *src == SRC_LOOKUP ? n_tok : NULL);
     if (k == 0) {
         if (*src == SRC_LOOKUP) shadow_start(sp, q->n, p);
         return 0;
@@ -525,12 +541,13 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     if (k == 0) return plain_step(sp, q, smp, e, id, err);
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
-    double w0 = store_wait(sp), predicted = verify_cost(sp, p.n);
+    int n_tok = distinct_tokens(q->toks[pos], q->toks + pos + 1, p.n);
+    double w0 = store_wait(sp), predicted = dcost_predict_tok(&sp->cost, p.n + 1, n_tok);
     bool priced = dcost_priced(&sp->cost);
     double t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
     pass_begin(sp, true);
     int rc = session_eval_held(q->s, q->toks + pos, p.n + 1, err);
-    pass_end(sp, p.n + 1);
+    pass_end(sp, p.n + 1, n_tok);
     int have = 0, chunk = first_rows(sp, cls, p.n);
     if (rc || more_rows(sp, q, p.n + 1, &have, &chunk, err)) {
         sl_err e2;
