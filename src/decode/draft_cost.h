@@ -80,7 +80,7 @@ void dcost_observe_routes(draft_cost *c, int n_pos, int n_tok, double distinct, 
 void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s, double missing_bytes);
 
 double dcost_union(const draft_cost *c, int n_tok);         /* u(m) */
-double dcost_missing_bytes(const draft_cost *c, int n_tok); /* missing_bytes(, m) */
+double dcost_missing_bytes(const draft_cost *c, int n_tok); /* missing_bytes for m = N_TOK */
 double dcost_compute(const draft_cost *c, int n_pos);       /* C(n) */
 double dcost_predict(const draft_cost *c, int n_pos);       /* T(n), m = n */
 double dcost_predict_tok(const draft_cost *c, int n_pos, int n_tok); /* T(n) for m = N_TOK */
