@@ -388,7 +388,7 @@ static int run_experts_all(sl_session *s, int il, const routing *r, const sl_act
 typedef struct {
     const hparams *hp;
     const layer_w *L;
-    const float *logits;
+    float *logits; /* moe_route works on each position's row in place */
     routing *r;
     char *work; /* moe_route's, one per thread */
     size_t work_bytes;
@@ -399,7 +399,7 @@ static void route_rows(void *ctx, int t0, int t1, int thread)
     const route_job *j = ctx;
     int E = j->r->E, K = j->r->K;
     for (int t = t0; t < t1; t++)
-        moe_route(j->hp, j->L, (float *)j->logits + (size_t)t * E, j->r->ids + t * K, j->r->w + t * K,
+        moe_route(j->hp, j->L, j->logits + (size_t)t * E, j->r->ids + t * K, j->r->w + t * K,
                   j->work + (size_t)thread * j->work_bytes);
 }
 
@@ -487,7 +487,8 @@ typedef struct {
     int64_t n_embd;
 } combine_job;
 
-/* out[t] = sum over k of y[t][k] w[t][k], in k order */
+/* out[t] = sum over k of y[t][k] w[t][k], in k order whichever thread
+ * runs position t */
 static void combine_rows(void *ctx, int t0, int t1, int thread)
 {
     (void)thread;
