@@ -342,16 +342,15 @@ static int probe_k(spec *sp, int kmax)
     return k;
 }
 
-/* The distinct tokens among T0 and IDS[0, N). */
-static int distinct_tokens(int32_t t0, const int32_t *ids, int n)
+/* OUT[k] (k = 0..N): the distinct tokens among T0 and IDS[0, k). */
+static void distinct_tokens(int32_t t0, const int32_t *ids, int n, int *out)
 {
-    int d = 1;
+    out[0] = 1;
     for (int i = 0; i < n; i++) {
         bool seen = ids[i] == t0;
         for (int j = 0; j < i && !seen; j++) seen = ids[j] == ids[i];
-        d += !seen;
+        out[i + 1] = out[i] + !seen;
     }
-    return d;
 }
 
 /* The K with the most expected tokens per second for drafts from SRC of
@@ -504,7 +503,7 @@ static int propose(spec *sp, const gen_seq *q, int room, draft_proposal *p, int 
     double t_draft = sl_now() - t0; /* the lookup's; choosing K is not drafting */
     if (*src == SRC_PROPOSER && drafter_kind(sp->d) == DRAFT_NGRAM) return 0; /* nothing to draft */
     int n_tok[DRAFT_MAX + 1];
-    for (int k = 0; *src == SRC_LOOKUP && k <= p->n; k++) n_tok[k] = distinct_tokens(q->toks[q->n - 1], p->ids, k);
+    if (*src == SRC_LOOKUP) distinct_tokens(q->toks[q->n - 1], p->ids, p->n, n_tok);
     int k = choose_k(sp, room, *src, *cls, *src == SRC_LOOKUP ? n_tok : NULL);
     if (k == 0) {
         if (*src == SRC_LOOKUP) shadow_start(sp, q->n, p);
@@ -541,7 +540,9 @@ int spec_step(spec *sp, gen_seq *q, sl_sampler *smp, gen_emitter *e, int32_t *id
     if (k == 0) return plain_step(sp, q, smp, e, id, err);
     if (seq_push(q, p.ids, (size_t)p.n, err)) return -1;
     int32_t pos = session_pos(q->s);
-    int n_tok = distinct_tokens(q->toks[pos], q->toks + pos + 1, p.n);
+    int n_toks[DRAFT_MAX + 1];
+    distinct_tokens(q->toks[pos], q->toks + pos + 1, p.n, n_toks);
+    int n_tok = n_toks[p.n];
     double w0 = store_wait(sp), predicted = dcost_predict_tok(&sp->cost, p.n + 1, n_tok);
     bool priced = dcost_priced(&sp->cost);
     double t1 = sl_now(); /* the verification's time starts here: store_wait is not part of it */
