@@ -21,7 +21,9 @@
 #           Goal: adaptive not measurably slower.
 # 4. bound: what the best K policy could gain in RAM on the pair's and the
 #           n-gram prompts' greedy continuations (build/draft_bound: an oracle
-#           that knows how many drafts each step keeps; not part of "all").
+#           that knows how many drafts each step keeps; not part of "all";
+#           DUMP=PREFIX writes each step's times and kept counts to
+#           PREFIX.ngram.jsonl and PREFIX.pair.jsonl for offline policy studies).
 set -u
 cd "$(dirname "$0")/.."
 BIN=${SLUICE_BIN:-build/sluice}
@@ -189,7 +191,7 @@ if [ "$WHAT" = bound ]; then
         done
     }
     echo "== bound: n-gram prompts, tinymoe in RAM, $THREADS threads, $NGEN tokens each"
-    seqs "$NGRAM_PROMPTS" | build/draft_bound "$TARGET" -t "$THREADS" -r "${BOUND_REPS:-3}"
+    seqs "$NGRAM_PROMPTS" | build/draft_bound "$TARGET" -t "$THREADS" -r "${BOUND_REPS:-3}" ${DUMP:+--dump "$DUMP.ngram.jsonl"}
     echo "== bound: story prompts, tinymoe + tinydraft in RAM, $THREADS threads, $NGEN tokens each"
-    seqs "$PAIR_PROMPTS" | build/draft_bound "$TARGET" --draft "$DRAFT" -t "$THREADS" -r "${BOUND_REPS:-3}"
+    seqs "$PAIR_PROMPTS" | build/draft_bound "$TARGET" --draft "$DRAFT" -t "$THREADS" -r "${BOUND_REPS:-3}" ${DUMP:+--dump "$DUMP.pair.jsonl"}
 fi

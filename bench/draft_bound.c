@@ -24,7 +24,7 @@
  * plain steps' sum.  No policy that decides before verifying can beat the
  * oracle on these costs.
  *
- *   build/draft_bound TARGET [--draft DRAFT.gguf] [-t THREADS] [-r REPS] < SEQS */
+ *   build/draft_bound TARGET [--draft DRAFT.gguf] [-t THREADS] [-r REPS] [--dump OUT.jsonl] < SEQS */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,7 @@ typedef struct {
     int (*keep)[NSRC];             /* [n][src]: proposal ids the text keeps */
     int (*have)[NSRC];             /* [n][src]: proposal length (0: none) */
     int (*cut)[NPMIN];             /* [n][t]: the model's proposal length at --draft-p-min PMIN[t] */
+    int *match;                    /* [n]: how far the lookup's match agrees (draft_proposal.match) */
 } steps;
 
 /* A pass over N positions and the ROWS logit rows read after it: a plain
@@ -78,7 +79,7 @@ static int propose_all(draft_model *dm, draft_model *const *cut, const int32_t *
 {
     for (int j = 0; j < st->n; j++) {
         int i = p + 1 + j; /* tokens [0, i) known, token i - 1 pending */
-        st->have[j][0] = ngram_lookup(seq, (size_t)i, 1, 4, KMAX, prop[j][0], NULL);
+        st->have[j][0] = ngram_lookup(seq, (size_t)i, 1, 4, KMAX, prop[j][0], &st->match[j]);
         st->have[j][1] = 0;
         if (dm) {
             draft_proposal dp;
@@ -241,18 +242,42 @@ static void report_totals(const totals *t, bool model)
     }
 }
 
+/* One JSON line per sequence for offline policy studies (--dump): per step
+ * the plain time, the lookup's match length, each source's proposal length
+ * and kept ids, its verification times by K and the model's drafting times. */
+static void dump(FILE *f, const steps *st)
+{
+    fprintf(f, "{\"steps\":[");
+    for (int j = 0; j < st->n; j++) {
+        fprintf(f, "%s{\"plain\":%.9f,\"match\":%d,\"have\":[%d,%d],\"keep\":[%d,%d],\"verify\":[", j ? "," : "",
+                st->plain[j], st->match[j], st->have[j][0], st->have[j][1], st->keep[j][0], st->keep[j][1]);
+        for (int src = 0; src < NSRC; src++) {
+            fprintf(f, "%s[", src ? "," : "");
+            for (int k = 1; k <= st->have[j][src]; k++) fprintf(f, "%s%.9f", k > 1 ? "," : "", st->verify[j][src][k]);
+            fprintf(f, "]");
+        }
+        fprintf(f, "],\"draft\":[");
+        for (int k = 1; k <= st->have[j][1]; k++) fprintf(f, "%s%.9f", k > 1 ? "," : "", st->draft[j][k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]}\n");
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) return fprintf(stderr, "usage: %s TARGET [--draft D] [-t THREADS] [-r REPS] < SEQS\n", argv[0]), 2;
-    const char *dpath = NULL;
+    if (argc < 2) return fprintf(stderr, "usage: %s TARGET [--draft D] [-t THREADS] [-r REPS] [--dump OUT] < SEQS\n", argv[0]), 2;
+    const char *dpath = NULL, *dpath_out = NULL;
     int threads = 1, reps = 3;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--draft")) dpath = argv[i + 1];
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dump")) dpath_out = argv[i + 1];
         else return fprintf(stderr, "unknown option %s\n", argv[i]), 2;
     }
     if (threads < 1 || reps < 1) return fprintf(stderr, "bad -t or -r\n"), 2;
+    FILE *df = dpath_out ? fopen(dpath_out, "w") : NULL;
+    if (dpath_out && !df) return fprintf(stderr, "%s: cannot write\n", dpath_out), 1;
     sl_err err;
     sl_model *m;
     if (model_load(&m, argv[1], NULL, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
@@ -286,7 +311,8 @@ int main(int argc, char **argv)
         st.keep = calloc((size_t)st.n, sizeof *st.keep);
         st.have = calloc((size_t)st.n, sizeof *st.have);
         st.cut = calloc((size_t)st.n, sizeof *st.cut);
-        if (!st.plain || !st.verify || !st.draft || !st.keep || !st.have || !st.cut) return fprintf(stderr, "out of memory\n"), 1;
+        st.match = calloc((size_t)st.n, sizeof *st.match);
+        if (!st.plain || !st.verify || !st.draft || !st.keep || !st.have || !st.cut || !st.match) return fprintf(stderr, "out of memory\n"), 1;
         int32_t(*prop)[NSRC][KMAX] = calloc((size_t)st.n, sizeof *prop);
         if (!prop) return fprintf(stderr, "out of memory\n"), 1;
         for (int r = 0; r < reps; r++)
@@ -296,8 +322,10 @@ int main(int argc, char **argv)
         printf("sequence %d (%d decode steps):\n", nseq++, st.n);
         report(&st, 1, "n-gram", &tot);
         if (dm) report(&st, 2, "model", &tot), report(&st, 3, "both", &tot);
-        free(st.plain), free(st.verify), free(st.draft), free(st.keep), free(st.have), free(st.cut);
+        if (df) dump(df, &st);
+        free(st.match), free(st.plain), free(st.verify), free(st.draft), free(st.keep), free(st.have), free(st.cut);
     }
     if (nseq > 1) report_totals(&tot, dm != NULL);
+    if (df && fclose(df)) return fprintf(stderr, "%s: write failed\n", dpath_out), 1;
     return 0;
 }
