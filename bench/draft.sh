@@ -23,7 +23,8 @@
 #           n-gram prompts' greedy continuations (build/draft_bound: an oracle
 #           that knows how many drafts each step keeps; not part of "all";
 #           DUMP=PREFIX writes each step's times and kept counts to
-#           PREFIX.ngram.jsonl and PREFIX.pair.jsonl for offline policy studies).
+#           PREFIX.ngram.jsonl and PREFIX.pair.jsonl and replays K policies
+#           over them with bench/draft_policy.py).
 set -u
 cd "$(dirname "$0")/.."
 BIN=${SLUICE_BIN:-build/sluice}
@@ -190,8 +191,17 @@ if [ "$WHAT" = bound ]; then
                 python3 -c "import json, sys; o = json.load(sys.stdin); print(len(o['prompt_ids']), *o['prompt_ids'], *o['ids'])"
         done
     }
+    # bound SET PROMPTS ARGS: the tool over the set's texts; with DUMP, the
+    # policy replay over its dump too (bench/draft_policy.py)
+    bound() {
+        which=$1 prompts=$2; shift 2
+        seqs "$prompts" >"$OUT/bound.$which.seqs" || return 1
+        build/draft_bound "$TARGET" "$@" -t "$THREADS" -r "${BOUND_REPS:-3}" ${DUMP:+--dump "$DUMP.$which.jsonl"} \
+            <"$OUT/bound.$which.seqs" || return 1
+        [ -z "${DUMP:-}" ] || python3 bench/draft_policy.py "$DUMP.$which.jsonl" "$OUT/bound.$which.seqs"
+    }
     echo "== bound: n-gram prompts, tinymoe in RAM, $THREADS threads, $NGEN tokens each"
-    seqs "$NGRAM_PROMPTS" | build/draft_bound "$TARGET" -t "$THREADS" -r "${BOUND_REPS:-3}" ${DUMP:+--dump "$DUMP.ngram.jsonl"}
+    bound ngram "$NGRAM_PROMPTS"
     echo "== bound: story prompts, tinymoe + tinydraft in RAM, $THREADS threads, $NGEN tokens each"
-    seqs "$PAIR_PROMPTS" | build/draft_bound "$TARGET" --draft "$DRAFT" -t "$THREADS" -r "${BOUND_REPS:-3}" ${DUMP:+--dump "$DUMP.pair.jsonl"}
+    bound pair "$PAIR_PROMPTS" --draft "$DRAFT"
 fi

@@ -25,7 +25,9 @@ before it runs), the times charged are the step's own.
                (src/decode/spec.c: decayed per-depth counts per class,
                shadows of plain steps, a plain step every 16 drafted)
 
-With SEQS (the "P id id ..." lines draft.sh feeds the tool) it also
+Only the lookup's proposals are replayed (a dump made with --draft holds
+the model's too, for the tool's own bounds).  With SEQS (the "P id id ..."
+lines draft.sh feeds the tool, kept as OUT/bound.SET.seqs) it also
 prints the mean run a lookup's proposal keeps when the earlier occurrence
 is the latest (sluice's) or the one whose preceding text agrees longest.
 """
