@@ -266,18 +266,18 @@ static void dump(FILE *f, const steps *st)
 int main(int argc, char **argv)
 {
     if (argc < 2) return fprintf(stderr, "usage: %s TARGET [--draft D] [-t THREADS] [-r REPS] [--dump OUT] < SEQS\n", argv[0]), 2;
-    const char *dpath = NULL, *dpath_out = NULL;
+    const char *dpath = NULL, *dump_path = NULL;
     int threads = 1, reps = 3;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--draft")) dpath = argv[i + 1];
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--dump")) dpath_out = argv[i + 1];
+        else if (!strcmp(argv[i], "--dump")) dump_path = argv[i + 1];
         else return fprintf(stderr, "unknown option %s\n", argv[i]), 2;
     }
     if (threads < 1 || reps < 1) return fprintf(stderr, "bad -t or -r\n"), 2;
-    FILE *df = dpath_out ? fopen(dpath_out, "w") : NULL;
-    if (dpath_out && !df) return fprintf(stderr, "%s: cannot write\n", dpath_out), 1;
+    FILE *df = dump_path ? fopen(dump_path, "w") : NULL;
+    if (dump_path && !df) return fprintf(stderr, "%s: cannot write\n", dump_path), 1;
     sl_err err;
     sl_model *m;
     if (model_load(&m, argv[1], NULL, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
@@ -326,6 +326,6 @@ int main(int argc, char **argv)
         free(st.match), free(st.plain), free(st.verify), free(st.draft), free(st.keep), free(st.have), free(st.cut);
     }
     if (nseq > 1) report_totals(&tot, dm != NULL);
-    if (df && fclose(df)) return fprintf(stderr, "%s: write failed\n", dpath_out), 1;
+    if (df && fclose(df)) return fprintf(stderr, "%s: write failed\n", dump_path), 1;
     return 0;
 }
