@@ -4,7 +4,7 @@
 # prompts' timed decodes, with acceptance by depth and union expert bytes
 # per accepted token from --stats-json.
 #
-#   bench/draft.sh [all|pair|ngram|synth|bound]
+#   bench/draft.sh [all|pair|ngram|more|synth|bound]
 # env: THREADS (default 2), NGEN (tokens per prompt, default 128), REPS
 #      (rounds over the prompts, default 5; tok/s is the median round's), OUT
 #      (default build/bench/draft), SYNTH (the 17 GB model, default
@@ -16,12 +16,16 @@
 #           Goals: adaptive never > 3% slower than no draft; in RAM >= 1.5x.
 # 2. ngram: repetitive prompts (code, a list, a quoted passage), RAM and streaming:
 #           no draft vs --draft ngram (adaptive).  Goal: >= 2x RAM, >= 1.5x streaming.
+# 2b. more: 20 further prompts (bench/draft_prompts.txt: stories, dialogue, lists,
+#           code, repeated quotes) in RAM: no draft, --draft ngram, --draft-max 4
+#           (not part of "all").
 # 3. synth: the Qwen3-30B-A3B-shaped synthetic model at --mem 6G: no draft, --draft ngram,
 #           --draft random (garbage proposals, the economics must switch drafting off).
 #           Goal: adaptive not measurably slower.
 # 4. bound: what the best K policy could gain in RAM on the pair's and the
 #           n-gram prompts' greedy continuations (build/draft_bound: an oracle
-#           that knows how many drafts each step keeps; not part of "all";
+#           that knows how many drafts each step keeps; the 20 further
+#           prompts too, n-gram only; not part of "all";
 #           DUMP=PREFIX writes each step's times and kept counts to
 #           PREFIX.ngram.jsonl and PREFIX.pair.jsonl and replays K policies
 #           over them with bench/draft_policy.py).
@@ -164,6 +168,16 @@ if [ "$WHAT" = all ] || [ "$WHAT" = ngram ]; then
     done
 fi
 
+MORE_PROMPTS=$(cat bench/draft_prompts.txt)
+
+if [ "$WHAT" = more ]; then
+    echo "== n-gram drafting on 20 further prompts, tinymoe in RAM"
+    runset "more-none" "$TARGET" "$MORE_PROMPTS"
+    runset "more-adaptive" "$TARGET" "$MORE_PROMPTS" --draft ngram
+    same "more-adaptive" "more-none"
+    runset "more-k4" "$TARGET" "$MORE_PROMPTS" --draft ngram --draft-max 4
+fi
+
 if [ "$WHAT" = all ] || [ "$WHAT" = synth ]; then
     if [ ! -f "$SYNTH" ]; then
         echo "== $SYNTH not found: writing a Qwen3-30B-A3B-shaped Q4_K model with sluice synth"
@@ -204,4 +218,6 @@ if [ "$WHAT" = bound ]; then
     bound ngram "$NGRAM_PROMPTS"
     echo "== bound: story prompts, tinymoe + tinydraft in RAM, $THREADS threads, $NGEN tokens each"
     bound pair "$PAIR_PROMPTS" --draft "$DRAFT"
+    echo "== bound: 20 further prompts, tinymoe in RAM, $THREADS threads, $NGEN tokens each"
+    bound more "$MORE_PROMPTS"
 fi
