@@ -140,11 +140,11 @@ static double step_cost(const steps *st, int j, int src, int k)
 
 
 /* The source a fixed-K policy drafts from at step J, as the engine picks it
- * (combined mode: the lookup when it matched at least 2 tokens, the model
- * otherwise); -1: none. */
+ * (combined mode: the lookup when it matched, the model otherwise); -1:
+ * none. */
 static int engine_src(const steps *st, int j, int srcs)
 {
-    if ((srcs & 1) && st->have[j][0] >= (srcs & 2 ? 2 : 1)) return 0;
+    if ((srcs & 1) && st->have[j][0] > 0) return 0;
     if ((srcs & 2) && st->have[j][1] > 0) return 1;
     return -1;
 }

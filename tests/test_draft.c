@@ -289,6 +289,28 @@ static void test_ngram_lookup(void)
     t_end();
 }
 
+static void test_combined_lookup(void)
+{
+    t_begin("draft: combined mode proposes a one-token lookup match before the model");
+    drafter *d = NULL;
+    sl_err err;
+    if (drafter_create(&d, DRAFT_MODEL, &(drafter_opts){.seed = 1}, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        t_end();
+        return;
+    }
+    /* only "7" came before (then 5 9 7); "9 7" did not */
+    const int32_t h[] = {4, 7, 5, 9, 7};
+    draft_proposal p;
+    int n = drafter_lookup(d, h, 5, 3, &p);
+    T_CHECK(n == 3 && p.ids[0] == 5 && p.ids[1] == 9 && p.ids[2] == 7 && p.match == 1,
+            "got %d: %d %d %d, match %d", n, p.ids[0], p.ids[1], p.ids[2], (int)p.match);
+    const int32_t g[] = {4, 5, 6};
+    T_CHECK(drafter_lookup(d, g, 3, 3, &p) == 0, "no match: the model's turn");
+    drafter_free(d);
+    t_end();
+}
+
 static void test_vocab_mismatch(void)
 {
     t_begin("draft: a draft model of another vocabulary drafts across vocabularies, noting the first differing id and both pieces");
@@ -470,6 +492,7 @@ int main(void)
 {
     test_small_pass();
     test_ngram_lookup();
+    test_combined_lookup();
     test_vocab_mismatch();
     test_budget();
     test_api_same_ids();

@@ -114,11 +114,12 @@ static void point_masses(draft_proposal *p, int from, draft_kind kind)
 int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p)
 {
     if (kmax > DRAFT_MAX) kmax = DRAFT_MAX;
-    int32_t nmin = d->o.ngram_min;
-    if (d->kind == DRAFT_MODEL && nmin < 2) nmin = 2; /* one token is too weak a match to skip the model */
     p->match = 0;
+    /* combined mode too looks up from one token: where the lookup has a
+     * match it drafts for free, and the model's drafts, kept more often
+     * after a one-token match, cost more than they bring (docs/DRAFT.md) */
     p->n = d->kind == DRAFT_NGRAM || d->kind == DRAFT_MODEL
-               ? ngram_lookup(hist, n, nmin, d->o.ngram_max, kmax, p->ids, &p->match)
+               ? ngram_lookup(hist, n, d->o.ngram_min, d->o.ngram_max, kmax, p->ids, &p->match)
                : 0;
     point_masses(p, 0, DRAFT_NGRAM);
     return p->n;

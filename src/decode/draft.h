@@ -67,8 +67,8 @@ const char *drafter_name(const drafter *d);
 int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p, sl_err *err);
 
 /* The lookup D's proposals start with, which costs next to nothing: n-gram
- * lookup for ngram, of at least 2 tokens for a model (combined mode), none
- * for random.  Proposes at most KMAX tokens into P (point masses) and
+ * lookup for ngram and for a model (combined mode: the model drafts where
+ * the lookup finds nothing), none for random.  Proposes at most KMAX tokens into P (point masses) and
  * returns how many (0: D would draft with its proposer, if it has one). */
 int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p);
 /* The n-gram lookup on its own: the KMAX tokens that followed the latest
