@@ -68,8 +68,9 @@ int drafter_propose(drafter *d, const int32_t *hist, size_t n, int kmax, draft_p
 
 /* The lookup D's proposals start with, which costs next to nothing: n-gram
  * lookup for ngram and for a model (combined mode: the model drafts where
- * the lookup finds nothing), none for random.  Proposes at most KMAX tokens into P (point masses) and
- * returns how many (0: D would draft with its proposer, if it has one). */
+ * the lookup finds nothing), none for random.  Proposes at most KMAX
+ * tokens into P (point masses) and returns how many (0: D would draft
+ * with its proposer, if it has one). */
 int drafter_lookup(const drafter *d, const int32_t *hist, size_t n, int kmax, draft_proposal *p);
 /* The n-gram lookup on its own: the KMAX tokens that followed the latest
  * earlier occurrence of the longest suffix of HIST of NMAX .. NMIN tokens,
