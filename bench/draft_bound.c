@@ -47,7 +47,7 @@ typedef struct {
     int (*keep)[NSRC];             /* [n][src]: proposal ids the text keeps */
     int (*have)[NSRC];             /* [n][src]: proposal length (0: none) */
     int (*cut)[NPMIN];             /* [n][t]: the model's proposal length at --draft-p-min PMIN[t] */
-    int *match;                    /* [n]: how far the lookup's match agrees (draft_proposal.match) */
+    int32_t *match;                /* [n]: how far the lookup's match agrees (draft_proposal.match) */
 } steps;
 
 /* A pass over N positions and the ROWS logit rows read after it: a plain
