@@ -375,9 +375,10 @@ static sluice *open_tiny(const char *draft, int draft_max)
 }
 
 /* A plain step checks the lookup it did not draft against the tokens that
- * follow (spec.c, shadow drafts): the first step is always plain (nothing
- * is measured yet), and this prompt's last line repeats an earlier one, so
- * at least that lookup is checked; the ids stay the plain ones. */
+ * follow (spec.c, shadow drafts): the first two steps are always plain
+ * (nothing is measured yet), and this prompt's last line repeats an
+ * earlier one, so at least that lookup is checked; the ids stay the plain
+ * ones. */
 static void test_shadow(void)
 {
     t_begin("draft: adaptive n-gram drafting checks the lookups of plain steps against the tokens (shadow drafts)");
