@@ -8,9 +8,13 @@
  *    decoding them one at a time after it;
  *  - the two kernels agree to within f16 rounding (a wrong tiled kernel
  *    would not), and they are not the same arithmetic;
- *  - the f32 mode stays batch-invariant at any size. */
+ *  - the f32 mode stays batch-invariant at any size;
+ *  - the one-row kernel over several query heads at once (flash_rows) gives
+ *    each head the bits of the one-head kernel, on every ISA. */
 #include <math.h>
+#include <string.h>
 
+#include "arch/attn_simd.h"
 #include "arch/model.h"
 #include "t.h"
 
@@ -53,8 +57,54 @@ static double max_rel(const float *a, const float *b, int nv, int r0, int r1)
     return worst;
 }
 
+/* Random f16 keys, values and queries whose scores reach new maxima now
+ * and then (so the accumulators are rescaled too); every shape the
+ * one-row kernel's fast paths and fallbacks take. */
+static void flash_rows_case(void)
+{
+    t_begin("flash: several query heads at once (flash_rows) = each head alone, bit for bit, every ISA");
+    enum { NMAX = 300, DMAX = 256 };
+    static uint16_t k[NMAX * DMAX], v[NMAX * DMAX], q[ATTN_FLASH_ROWS * DMAX], acc[DMAX];
+    static float out[ATTN_FLASH_ROWS * DMAX], want[ATTN_FLASH_ROWS * DMAX], work[3 * NMAX * ATTN_FLASH_ROWS];
+    uint32_t r = 12345;
+    for (size_t i = 0; i < NMAX * DMAX; i++) {
+        r = r * 1664525u + 1013904223u;
+        k[i] = fp32_to_fp16(((float)(r >> 8) / 16777216.0f - 0.5f) * (float)(1 + (i / DMAX) % 7));
+        r = r * 1664525u + 1013904223u;
+        v[i] = fp32_to_fp16((float)(r >> 8) / 16777216.0f - 0.5f);
+    }
+    for (size_t i = 0; i < ATTN_FLASH_ROWS * DMAX; i++) {
+        r = r * 1664525u + 1013904223u;
+        q[i] = fp32_to_fp16((float)(r >> 8) / 16777216.0f - 0.5f);
+    }
+    static const int dks[] = {64, 128, 48}, dvs[] = {16, 32, 64, 128, 256, 40}, ns[] = {1, 5, 37, 300};
+    const attn_simd *ref = attn_simd_for(SL_ISA_SCALAR);
+    int cases = 0;
+    for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+        const attn_simd *op = attn_simd_for((sl_isa)isa);
+        if (!op->flash_rows) continue;
+        for (size_t a = 0; a < sizeof dks / sizeof *dks; a++)
+            for (size_t b = 0; b < sizeof dvs / sizeof *dvs; b++)
+                for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+                    for (int nh = 2; nh <= ATTN_FLASH_ROWS; nh++) {
+                        int dk = dks[a], dv = dvs[b], n = ns[c];
+                        for (int h = 0; h < nh; h++)
+                            ref->flash(k, DMAX, v, DMAX, q + h * DMAX, dk, dv, n, 0.125f, want + h * DMAX, acc, work);
+                        memset(out, 0xff, sizeof out);
+                        op->flash_rows(k, DMAX, v, DMAX, q, DMAX, nh, dk, dv, n, 0.125f, out, DMAX, acc, work);
+                        for (int h = 0; h < nh; h++)
+                            T_CHECK(!memcmp(out + h * DMAX, want + h * DMAX, sizeof(float) * (size_t)dv),
+                                    "isa %d dk %d dv %d n %d: head %d of %d differs", isa, dk, dv, n, h, nh);
+                        cases++;
+                    }
+    }
+    printf("# flash_rows: %d shapes checked against the scalar one-head kernel\n", cases);
+    t_end();
+}
+
 int main(void)
 {
+    flash_rows_case();
     sl_model *m;
     sl_err err;
     if (model_load(&m, "models/tinydraft-f16.gguf", NULL, &err)) {

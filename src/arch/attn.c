@@ -68,6 +68,17 @@ void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
     else attn_softmax(a, q, n, out, tmp);
 }
 
+/* flash for NH query heads of one KV head (q + i dk, out + i dv). */
+static void attn_flash_rows(const attn_src *a, const float *q, int nh, int n, float *out, float *tmp)
+{
+    size_t dk16 = ((size_t)a->dk + 31) & ~(size_t)31;
+    uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + ATTN_FLASH_ROWS * dk16;
+    float *work = tmp + (ATTN_FLASH_ROWS * dk16 + (((size_t)a->dv + 31) & ~(size_t)31)) / 2;
+    for (int i = 0; i < nh; i++) a->op->to_f16(q16 + i * dk16, q + (size_t)i * a->dk, a->dk);
+    a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, a->dk, a->dv, n, a->scale, out,
+                      (size_t)a->dv, acc, work);
+}
+
 size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx)
 {
     size_t dk = 0, dv = 0;
@@ -79,9 +90,10 @@ size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx)
         if ((size_t)c.head_v > dv) dv = (size_t)c.head_v;
     }
     size_t n16 = ((size_t)n_ctx + 15) & ~(size_t)15;
-    /* softmax: scores, 16 lanes of values, q in f16; flash: q and the
-     * accumulator in f16, then scores and the two expf factors */
-    size_t soft = n16 + 16 * dv + dk, flash = (dk + dv + 64) / 2 + 3 * n16;
+    /* softmax: scores, 16 lanes of values, q in f16; flash: the rows' q
+     * and an accumulator in f16, then per row scores and the two expf
+     * factors */
+    size_t soft = n16 + 16 * dv + dk, flash = (ATTN_FLASH_ROWS * (dk + 31) + dv + 64) / 2 + 3 * n16 * ATTN_FLASH_ROWS;
     size_t tiled = attn_tiled_floats((int)dk, (int)dv), most = soft > flash ? soft : flash;
     return (most > tiled ? most : tiled) + 64;
 }
@@ -101,6 +113,7 @@ typedef struct {
     sl_session *s;
     const attn_pass *p;
     int n_tiles; /* tiled: query tiles per head */
+    int rows;    /* one-row kernel: query heads per task, all of one KV head */
 } pass_job;
 
 static void one_task(void *ctx, int task, int thread)
@@ -108,7 +121,7 @@ static void one_task(void *ctx, int task, int thread)
     const pass_job *j = ctx;
     const attn_pass *p = j->p;
     const sl_session *s = j->s;
-    int t = task / p->H, h = task % p->H, g = h / p->group;
+    int per_t = p->H / j->rows, t = task / per_t, h = task % per_t * j->rows, g = h / p->group;
     size_t elt = s->kv_elt;
     attn_src a = {
         .mode = s->kv_mode, .op = s->aop, .dk = p->dk, .dv = p->dv,
@@ -116,8 +129,22 @@ static void one_task(void *ctx, int task, int thread)
         .v = (const char *)p->v + (size_t)g * p->v_head * elt, .v_stride = p->v_stride,
         .scale = p->scale,
     };
-    attn_one(&a, p->q + ((size_t)t * p->H + h) * p->dk, p->pos0 + t + 1, p->att + ((size_t)t * p->H + h) * p->dv,
-             s->thr_tmp + (size_t)thread * s->thr_tmp_n);
+    const float *q = p->q + ((size_t)t * p->H + h) * p->dk;
+    float *out = p->att + ((size_t)t * p->H + h) * p->dv, *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
+    if (j->rows > 1) attn_flash_rows(&a, q, j->rows, p->pos0 + t + 1, out, tmp);
+    else attn_one(&a, q, p->pos0 + t + 1, out, tmp);
+}
+
+/* Query heads a one-row task takes: flash_rows keeps several heads'
+ * accumulators in flight (their f16 roundings are latency-bound chains),
+ * the most that divides the group, each group's heads reading one KV head,
+ * while every thread still gets a task. */
+static int rows_per_task(const sl_session *s, const attn_pass *p)
+{
+    if (s->kv_mode != SL_KV_F16_FLASH || !s->aop->flash_rows) return 1;
+    int r = p->group < ATTN_FLASH_ROWS ? p->group : ATTN_FLASH_ROWS;
+    while (r > 1 && (p->group % r || p->T * (p->H / r) < s->n_threads)) r--;
+    return r;
 }
 
 /* One head's tile of up to ATTN_TILE consecutive queries. */
@@ -137,13 +164,15 @@ static void tiled_task(void *ctx, int task, int thread)
 
 void attn_run(sl_session *s, const attn_pass *p)
 {
-    pass_job j = {.s = s, .p = p, .n_tiles = (p->T + ATTN_TILE - 1) / ATTN_TILE};
+    pass_job j = {.s = s, .p = p, .n_tiles = (p->T + ATTN_TILE - 1) / ATTN_TILE, .rows = 1};
     /* llama.cpp (ggml_compute_forward_flash_attn_ext_f16): tiled for >= Q
      * tile rows when dv is a multiple of the f32 vector width (16) */
     if (s->kv_mode == SL_KV_F16_FLASH && p->T >= ATTN_TILE && p->dv % 16 == 0)
         run_tasks(s, p->H * j.n_tiles, tiled_task, &j);
-    else
-        run_tasks(s, p->T * p->H, one_task, &j);
+    else {
+        j.rows = rows_per_task(s, p);
+        run_tasks(s, p->T * (p->H / j.rows), one_task, &j);
+    }
 }
 
 /* ------------------------------------------------------- GQA block */

@@ -152,46 +152,12 @@ static __m512 round16(__m512 x)
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, CVT_RNE));
 }
 
-/* The value pass of flash(): acc = f16(acc * ms) on a new maximum, then
- * acc = f16(v * vs + acc).  Inlined with a constant NV so the accumulator
- * stays in registers. */
-static inline __attribute__((always_inline)) void accumulate(int nv, const uint16_t *v, size_t v_stride,
-                                                             const float *ms, const float *vs, int n, float S,
-                                                             float *out)
+/* flash's score pass and softmax factors for one row: SC, MS, VS get n
+ * floats each; returns S. */
+static float flash_factors(const uint16_t *k, size_t k_stride, const uint16_t *q16, int dk, int n, float scale,
+                           float *sc, float *ms, float *vs)
 {
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int j = 0; j < nv; j++) acc[j] = _mm512_setzero_ps();
-    for (int p = 0; p < n; p++) {
-        const uint16_t *vp = v + (size_t)p * v_stride;
-        if (ms[p] != 1.0f) { /* a new maximum: rescale first (ms = 1 changes nothing) */
-            __m512 m = _mm512_set1_ps(ms[p]);
-        #pragma GCC unroll 16
-    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_mul_ps(acc[j], m));
-        }
-        __m512 w = _mm512_set1_ps(vs[p]);
-    #pragma GCC unroll 16
-    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_fmadd_ps(ld16h(vp + 16 * j), w, acc[j]));
-    }
-    __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-#pragma GCC unroll 16
-    for (int j = 0; j < nv; j++) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(acc[j], inv));
-}
-
-/* attn_flash_generic reorganised for throughput, with the same arithmetic
- * per position: all scores first (independent dot products), then the
- * running maximum, the expf factors and the sum, then the f16 accumulator
- * held in registers (dv a multiple of 16, at most 256).  WORK holds 3n
- * floats. */
-static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
-                  int dv, int n, float scale, float *out, uint16_t *acc16, float *work)
-{
-    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024) {
-        attn_flash_generic(&avx512, k, k_stride, v, v_stride, q16, dk, dv, n, scale, out, acc16, work);
-        return;
-    }
-    int nv = dv / 16, nq = dk / 16;
-    float *sc = work, *ms = work + n, *vs = work + 2 * (size_t)n;
+    int nq = dk / 16;
     __m512 q[64];
     for (int j = 0; j < nq; j++) q[j] = ld16h(q16 + 16 * j);
     for (int p = 0; p < n; p++) {
@@ -218,12 +184,94 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
         }
         S = fmaf(S, ms[p], vs[p]);
     }
-    switch (nv) {
-    case 1: accumulate(1, v, v_stride, ms, vs, n, S, out); break;
-    case 2: accumulate(2, v, v_stride, ms, vs, n, S, out); break;
-    case 4: accumulate(4, v, v_stride, ms, vs, n, S, out); break;
-    case 8: accumulate(8, v, v_stride, ms, vs, n, S, out); break;
-    default: accumulate(nv, v, v_stride, ms, vs, n, S, out); break;
+    return S;
+}
+
+/* The value pass of flash for NH rows at once (NH * NV <= 16): per row,
+ * acc = f16(acc * ms) on a new maximum, then acc = f16(v * vs + acc), the
+ * rows sharing each value load.  Inlined with constant NH and NV so the
+ * accumulators stay in registers. */
+static inline __attribute__((always_inline)) void accumulate_rows(int nh, int nv, const uint16_t *v, size_t v_stride,
+                                                                  const float *work, int n, const float *S,
+                                                                  float *out, size_t out_stride)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < nh * nv; i++) acc[i] = _mm512_setzero_ps();
+    __m512 x[16] = {0}; /* zeroed for the compiler, which cannot see nv <= 16 */
+    for (int p = 0; p < n; p++) {
+        const uint16_t *vp = v + (size_t)p * v_stride;
+#pragma GCC unroll 16
+        for (int j = 0; j < nv; j++) x[j] = ld16h(vp + 16 * j);
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++) {
+            const float *ms = work + (size_t)(3 * h + 1) * n, *vs = ms + n;
+            if (ms[p] != 1.0f) {
+                __m512 m = _mm512_set1_ps(ms[p]);
+#pragma GCC unroll 16
+                for (int j = 0; j < nv; j++) acc[h * nv + j] = round16(_mm512_mul_ps(acc[h * nv + j], m));
+            }
+            __m512 w = _mm512_set1_ps(vs[p]);
+#pragma GCC unroll 16
+            for (int j = 0; j < nv; j++) acc[h * nv + j] = round16(_mm512_fmadd_ps(x[j], w, acc[h * nv + j]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < nh; h++) {
+        __m512 inv = _mm512_set1_ps(S[h] == 0.0f ? 0.0f : 1.0f / S[h]);
+#pragma GCC unroll 16
+        for (int j = 0; j < nv; j++) _mm512_storeu_ps(out + h * out_stride + 16 * j, _mm512_mul_ps(acc[h * nv + j], inv));
+    }
+}
+
+/* attn_flash_generic reorganised for throughput, with the same arithmetic
+ * per position: all scores first (independent dot products), then the
+ * running maximum, the expf factors and the sum, then the f16 accumulator
+ * held in registers (dv a multiple of 16, at most 256).  WORK holds 3n
+ * floats. */
+static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16, int dk,
+                  int dv, int n, float scale, float *out, uint16_t *acc16, float *work)
+{
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024) {
+        attn_flash_generic(&avx512, k, k_stride, v, v_stride, q16, dk, dv, n, scale, out, acc16, work);
+        return;
+    }
+    float S = flash_factors(k, k_stride, q16, dk, n, scale, work, work + n, work + 2 * (size_t)n);
+    switch (dv / 16) {
+    case 1: accumulate_rows(1, 1, v, v_stride, work, n, &S, out, 0); break;
+    case 2: accumulate_rows(1, 2, v, v_stride, work, n, &S, out, 0); break;
+    case 4: accumulate_rows(1, 4, v, v_stride, work, n, &S, out, 0); break;
+    case 8: accumulate_rows(1, 8, v, v_stride, work, n, &S, out, 0); break;
+    default: accumulate_rows(1, dv / 16, v, v_stride, work, n, &S, out, 0); break;
+    }
+}
+
+static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
+                       size_t dk16, int nh, int dk, int dv, int n, float scale, float *out, size_t out_stride,
+                       uint16_t *acc16, float *work)
+{
+    int nv = dv / 16, per = nv ? 16 / nv : 0; /* rows whose accumulators fit 16 registers */
+    if (per > ATTN_FLASH_ROWS) per = ATTN_FLASH_ROWS;
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024 || per < 2 || nh < 2) {
+        for (int h = 0; h < nh; h++)
+            flash(k, k_stride, v, v_stride, q16 + h * dk16, dk, dv, n, scale, out + h * out_stride, acc16, work);
+        return;
+    }
+    for (int h0 = 0; h0 < nh; h0 += per) {
+        int m = nh - h0 < per ? nh - h0 : per;
+        float S[16];
+        for (int h = 0; h < m; h++) {
+            float *w = work + (size_t)3 * h * n;
+            S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n, scale, w, w + n, w + 2 * (size_t)n);
+        }
+        float *o = out + h0 * out_stride;
+        switch (m * 16 + nv) {
+        case 2 * 16 + 8: accumulate_rows(2, 8, v, v_stride, work, n, S, o, out_stride); break;
+        case 2 * 16 + 4: accumulate_rows(2, 4, v, v_stride, work, n, S, o, out_stride); break;
+        case 3 * 16 + 4: accumulate_rows(3, 4, v, v_stride, work, n, S, o, out_stride); break;
+        case 4 * 16 + 4: accumulate_rows(4, 4, v, v_stride, work, n, S, o, out_stride); break;
+        default: accumulate_rows(m, nv, v, v_stride, work, n, S, o, out_stride); break;
+        }
     }
 }
 
@@ -242,7 +290,7 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 static const attn_simd avx512 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
-    .tiled = tiled,
+    .flash_rows = flash_rows, .tiled = tiled,
     .conv_step = conv_step_body,
 };
 
