@@ -52,31 +52,25 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
     weighted_sum(a, s, n, out, lanes);
 }
 
-/* One query of ggml's one-chunk flash attention (attn_simd.c). */
-static void attn_flash(const attn_src *a, const float *q, int n, float *out, float *tmp)
+/* ggml's one-chunk flash attention (attn_simd.c) for NH query heads of
+ * one KV head (q + i dk, out + i dv); more than one through flash_rows. */
+static void attn_flash(const attn_src *a, const float *q, int nh, int n, float *out, float *tmp)
 {
-    uint16_t *q16 = (uint16_t *)tmp;
-    uint16_t *acc = q16 + ((a->dk + 31) & ~31);
-    float *work = tmp + ((((a->dk + 31) & ~31) + ((a->dv + 31) & ~31)) / 2);
-    a->op->to_f16(q16, q, a->dk);
-    a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
+    size_t dk16 = ((size_t)a->dk + 31) & ~(size_t)31;
+    uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + (size_t)nh * dk16;
+    float *work = tmp + ((size_t)nh * dk16 + (((size_t)a->dv + 31) & ~(size_t)31)) / 2;
+    for (int i = 0; i < nh; i++) a->op->to_f16(q16 + i * dk16, q + (size_t)i * a->dk, a->dk);
+    if (nh > 1)
+        a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, a->dk, a->dv, n, a->scale, out,
+                          (size_t)a->dv, acc, work);
+    else
+        a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
 {
-    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, n, out, tmp);
+    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, 1, n, out, tmp);
     else attn_softmax(a, q, n, out, tmp);
-}
-
-/* flash for NH query heads of one KV head (q + i dk, out + i dv). */
-static void attn_flash_rows(const attn_src *a, const float *q, int nh, int n, float *out, float *tmp)
-{
-    size_t dk16 = ((size_t)a->dk + 31) & ~(size_t)31;
-    uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + ATTN_FLASH_ROWS * dk16;
-    float *work = tmp + (ATTN_FLASH_ROWS * dk16 + (((size_t)a->dv + 31) & ~(size_t)31)) / 2;
-    for (int i = 0; i < nh; i++) a->op->to_f16(q16 + i * dk16, q + (size_t)i * a->dk, a->dk);
-    a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, a->dk, a->dv, n, a->scale, out,
-                      (size_t)a->dv, acc, work);
 }
 
 size_t attn_tmp_floats(const sl_model *m, int32_t n_ctx)
@@ -131,7 +125,7 @@ static void one_task(void *ctx, int task, int thread)
     };
     const float *q = p->q + ((size_t)t * p->H + h) * p->dk;
     float *out = p->att + ((size_t)t * p->H + h) * p->dv, *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
-    if (j->rows > 1) attn_flash_rows(&a, q, j->rows, p->pos0 + t + 1, out, tmp);
+    if (j->rows > 1) attn_flash(&a, q, j->rows, p->pos0 + t + 1, out, tmp);
     else attn_one(&a, q, p->pos0 + t + 1, out, tmp);
 }
 

@@ -259,7 +259,7 @@ static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, si
     }
     for (int h0 = 0; h0 < nh; h0 += per) {
         int m = nh - h0 < per ? nh - h0 : per;
-        float S[16];
+        float S[ATTN_FLASH_ROWS];
         for (int h = 0; h < m; h++) {
             float *w = work + (size_t)3 * h * n;
             S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n, scale, w, w + n, w + 2 * (size_t)n);
