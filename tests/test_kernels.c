@@ -952,6 +952,78 @@ static void test_ops(void)
     t_end();
 }
 
+/* ggml_compute_forward_rms_norm_f32 as written: squares summed in index
+ * order in double, scale = 1/sqrtf(mean + eps), out = x * scale * w. */
+static void ggml_rms_norm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    for (int i = 0; i < n; i++) out[i] = w ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+/* Whether a norm that summed the squares eight-way interleaved would give
+ * other bits than ggml's: the vectors below must include such cases, or
+ * the test could not tell a norm that always sums out of order. */
+static bool order_matters(const float *x, const float *ref, int n, float eps)
+{
+    double s[8] = {0};
+    for (int i = 0; i < n; i++) s[i % 8] += (double)(x[i] * x[i]);
+    double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    for (int i = 0; i < n; i++)
+        if (x[i] * scale != ref[i]) return true;
+    return false;
+}
+
+/* X[0, N) (N a power of two, 16 or more) whose ordered double sum of squares
+ * is 4^K (1 + 2^-24) exactly, a float tie that rounds to even, while every
+ * 2^-54 4^K square after the first two, lost in order, adds up in other
+ * lanes of an interleaved sum and tips the mean to the float above. */
+static void tie_vector(float *x, int n, int k)
+{
+    x[0] = ldexpf(1.0f, k), x[1] = ldexpf(1.0f, k - 12);
+    for (int i = 2; i < n; i++) x[i] = ldexpf(1.0f, k - 27);
+}
+
+/* op_rms_norm (which sums out of order when that is provably exact) gives
+ * ggml's ordered-sum bits: activations-like values, tiny squares beside
+ * large ones (where the order changes the sum), zeros, subnormals,
+ * infinities and NaN, every length 1..300. */
+static void test_norm_order(void)
+{
+    t_begin("op_rms_norm equals ggml's ordered double sum bit for bit (values where the order matters included)");
+    enum { N = 300 };
+    float x[N], w[N], ref[N], out[N];
+    rand_acts(w, N, 0);
+    int mattered = 0;
+    for (int n = 16; n <= 256; n *= 2)
+        for (int k = -20; k <= 20; k += 5) {
+            tie_vector(x, n, k);
+            ggml_rms_norm(ref, x, NULL, n, 0.0f); /* an epsilon would move the tie */
+            mattered += order_matters(x, ref, n, 0.0f);
+            op_rms_norm(out, x, NULL, n, 0.0f);
+            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "tie vector n %d k %d", n, k);
+        }
+    T_CHECK(mattered >= 10, "an interleaved sum differs on only %d of the 45 tie vectors", mattered);
+    for (int kind = 0; kind < 6; kind++)
+        for (int n = 1; n <= N; n++) {
+            for (int i = 0; i < n; i++) {
+                float v = rndn();
+                if (kind == 1 && rnd() % 7 == 0) v *= 0x1p-30f;          /* tiny squares among large */
+                if (kind == 2) v = ldexpf(v, (int)(rnd() % 120) - 60);   /* a wide spread */
+                if (kind == 3 && rnd() % 5 == 0) v = 0.0f;
+                if (kind == 4 && rnd() % 9 == 0) v = ldexpf(v, -140);    /* subnormal squares */
+                x[i] = v;
+            }
+            if (kind == 5) x[rnd() % (unsigned)n] = rnd() % 2 ? INFINITY : NAN;
+            ggml_rms_norm(ref, x, w, n, 1e-6f);
+            op_rms_norm(out, x, w, n, 1e-6f);
+            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "kind %d n %d", kind, n);
+        }
+    t_end();
+}
+
 /* The multi-row norm gives op_rms_norm's bits row by row. */
 static void test_norm_rows(void)
 {
@@ -1115,6 +1187,7 @@ int main(void)
     test_ops();
     test_swiglu_paths();
     test_norm_rows();
+    test_norm_order();
     test_pool();
     return t_done();
 }

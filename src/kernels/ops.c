@@ -63,11 +63,41 @@ void op_swiglu(float *out, const float *g, const float *u, int64_t n)
     op_swiglu_isa(out, g, u, n, kernels_isa_detected());
 }
 
+/* Sum of (double)(x[i] * x[i]), which ggml adds in index order.  Every
+ * square is a float and so a multiple of u, the unit in the last place of
+ * the smallest nonzero one; while the total stays below 2^53 u, every
+ * partial sum in any order is exact, and eight interleaved sums give the
+ * ordered sum's bits without its chain of dependent double adds (most of
+ * a norm's time).  A total below 2^28 times the smallest nonzero square
+ * is within that bound with room for the estimate's own rounding; past it
+ * (tiny squares beside large ones, an infinity, a NaN) the sum is redone
+ * in order. */
+static double sum_squares(const float *x, int64_t n)
+{
+    double s[8] = {0};
+    float tmin = INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float p = x[i + k] * x[i + k];
+            s[k] += (double)p;
+            tmin = p > 0.0f && p < tmin ? p : tmin;
+        }
+    for (; i < n; i++) {
+        float p = x[i] * x[i];
+        s[0] += (double)p;
+        tmin = p > 0.0f && p < tmin ? p : tmin;
+    }
+    double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    if (sum < 0x1p28 * (double)tmin) return sum;
+    sum = 0.0;
+    for (i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    return sum;
+}
+
 void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps)
 {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    float mean = (float)(sum / (double)n);
+    float mean = (float)(sum_squares(x, n) / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
     if (w)
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
@@ -75,33 +105,9 @@ void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float ep
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
 }
 
-/* Four rows at a time: each row keeps its own sequential double sum, so the
- * bits are op_rms_norm's, but the four dependency chains of double adds
- * (the cost of a norm) run side by side. */
 void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps)
 {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        const float *a = x + r * n, *b = a + n, *c = b + n, *d = c + n;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            s0 += (double)(a[i] * a[i]);
-            s1 += (double)(b[i] * b[i]);
-            s2 += (double)(c[i] * c[i]);
-            s3 += (double)(d[i] * d[i]);
-        }
-        const double sum[4] = {s0, s1, s2, s3};
-        for (int k = 0; k < 4; k++) {
-            float scale = 1.0f / sqrtf((float)(sum[k] / (double)n) + eps);
-            const float *xr = x + (r + k) * n;
-            float *o = out + (r + k) * n;
-            if (w)
-                for (int64_t i = 0; i < n; i++) o[i] = xr[i] * scale * w[i];
-            else
-                for (int64_t i = 0; i < n; i++) o[i] = xr[i] * scale;
-        }
-    }
-    for (; r < rows; r++) op_rms_norm(out + r * n, x + r * n, w, n, eps);
+    for (int64_t r = 0; r < rows; r++) op_rms_norm(out + r * n, x + r * n, w, n, eps);
 }
 
 void op_softmax(float *x, int64_t n) { op_softmax_sink(x, n, NULL); }
