@@ -24,7 +24,8 @@
  * plain steps' sum.  No policy that decides before verifying can beat the
  * oracle on these costs.
  *
- *   build/draft_bound TARGET [--draft DRAFT.gguf] [-t THREADS] [-r REPS] [--dump OUT.jsonl] < SEQS */
+ *   build/draft_bound TARGET [--draft DRAFT.gguf] [--draft-vocab N] [-t THREADS] [-r REPS] [--dump OUT.jsonl] < SEQS
+ * (--draft-vocab as for run: the ids the draft proposes from, 0 auto, -1 all) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,11 +266,12 @@ static void dump(FILE *f, const steps *st)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return fprintf(stderr, "usage: %s TARGET [--draft D] [-t THREADS] [-r REPS] [--dump OUT] < SEQS\n", argv[0]), 2;
+    if (argc < 2) return fprintf(stderr, "usage: %s TARGET [--draft D] [--draft-vocab N] [-t THREADS] [-r REPS] [--dump OUT] < SEQS\n", argv[0]), 2;
     const char *dpath = NULL, *dump_path = NULL;
-    int threads = 1, reps = 3;
+    int threads = 1, reps = 3, vocab = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--draft")) dpath = argv[i + 1];
+        else if (!strcmp(argv[i], "--draft-vocab")) vocab = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dump")) dump_path = argv[i + 1];
@@ -287,13 +289,13 @@ int main(int argc, char **argv)
     if (!pool || session_create_opts(&s, m, MAXSEQ + KMAX + 1, pool, &so, &err))
         return fprintf(stderr, "%s\n", pool ? err.msg : "no thread pool"), 1;
     draft_model *dm = NULL;
-    if (dpath && draft_model_open(&dm, dpath, m, pool, MAXSEQ + KMAX + 1, 0, false, &err))
+    if (dpath && draft_model_open(&dm, dpath, m, pool, MAXSEQ + KMAX + 1, 0, vocab, false, &err))
         return fprintf(stderr, "%s\n", err.msg), 1;
     sampler_params greedy = {.temp = 0};
     if (dm && draft_model_set_sampling(dm, &greedy, &err)) return fprintf(stderr, "%s\n", err.msg), 1;
     draft_model *cut[NPMIN] = {0}; /* the same draft, stopping below PMIN[t] */
     for (int t = 0; dm && t < NPMIN; t++)
-        if (draft_model_open(&cut[t], dpath, m, pool, MAXSEQ + KMAX + 1, PMIN[t], false, &err) ||
+        if (draft_model_open(&cut[t], dpath, m, pool, MAXSEQ + KMAX + 1, PMIN[t], vocab, false, &err) ||
             draft_model_set_sampling(cut[t], &greedy, &err))
             return fprintf(stderr, "%s\n", err.msg), 1;
     float *rows = malloc(sizeof(float) * (size_t)model_n_vocab(m) * (KMAX + 1));

@@ -55,6 +55,7 @@ typedef struct {
     int32_t draft_max;         /* most drafted tokens per step; 0: adaptive, up to 16 */
     int32_t draft_min;         /* fewest drafted tokens worth verifying (0: 1) */
     float draft_p_min;         /* stop drafting below this draft probability (0: never) */
+    int32_t draft_vocab;       /* a draft model proposes only its first N ids (0: auto, -1: all) */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (0: defaults) */
 } sluice_options;
 

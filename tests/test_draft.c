@@ -146,6 +146,7 @@ typedef struct {
     draft_kind kind;
     int k; /* 0: adaptive */
     bool cross; /* DRAFT_MODEL: the draft of another vocabulary */
+    int32_t vocab; /* DRAFT_MODEL: the ids it proposes from (draft_model_open; 0: auto) */
 } draft_cfg;
 
 /* Runs CFGS on rig R and checks each against REF. */
@@ -158,8 +159,9 @@ static void check_configs(const model_case *mc, rig *r, const char *where, const
         const char *kn = g->kind == DRAFT_NGRAM ? "ngram" : g->kind == DRAFT_RANDOM ? "random"
                          : g->cross ? "cross-vocabulary model" : "model";
         const char *dpath = g->cross ? mc->xdraft_path : mc->draft_path;
-        char kb[16];
-        snprintf(kb, sizeof kb, g->k ? "K=%d" : "adaptive", g->k);
+        char kb[48];
+        int kl = snprintf(kb, sizeof kb, g->k ? "K=%d" : "adaptive", g->k);
+        if (g->vocab) snprintf(kb + kl, sizeof kb - (size_t)kl, g->vocab < 0 ? ", every id" : ", ids < %d", (int)g->vocab);
         snprintf(name, sizeof name, "draft %s %s: %s %s = plain greedy (ids and every logit row)", mc->name, where, kn, kb);
         if (g->kind == DRAFT_MODEL && !dpath) continue;
         t_begin(name);
@@ -170,7 +172,7 @@ static void check_configs(const model_case *mc, rig *r, const char *where, const
         int rc = drafter_create(&d, g->kind, &dopt, &err);
         if (!rc && g->kind == DRAFT_MODEL) {
             draft_model *dm;
-            rc = draft_model_open(&dm, dpath, r->eng.model, r->eng.pool, 128, 0, g->cross, &err);
+            rc = draft_model_open(&dm, dpath, r->eng.model, r->eng.pool, 128, 0, g->vocab, g->cross, &err);
             if (!rc) T_CHECK(g->cross == (draft_model_xvocab(dm) != NULL), "vocabularies: %s", g->cross ? "the same" : "differ");
             if (!rc) drafter_set_model(d, dm);
         }
@@ -211,18 +213,20 @@ static void model_matrix(const model_case *mc)
         t_end();
         goto out;
     }
-    draft_cfg full[24];
+    draft_cfg full[32];
     int nf = 0;
-    for (int k = 0; k <= 8; k++) full[nf++] = (draft_cfg){DRAFT_NGRAM, k, false};
-    full[nf++] = (draft_cfg){DRAFT_RANDOM, 3, false};
-    full[nf++] = (draft_cfg){DRAFT_RANDOM, 0, false};
+    for (int k = 0; k <= 8; k++) full[nf++] = (draft_cfg){DRAFT_NGRAM, k, false, 0};
+    full[nf++] = (draft_cfg){DRAFT_RANDOM, 3, false, 0};
+    full[nf++] = (draft_cfg){DRAFT_RANDOM, 0, false, 0};
     if (mc->draft_path)
-        for (int k = 0; k <= 8; k++) full[nf++] = (draft_cfg){DRAFT_MODEL, k, false};
-    if (mc->xdraft_path) full[nf++] = (draft_cfg){DRAFT_MODEL, 4, true}, full[nf++] = (draft_cfg){DRAFT_MODEL, 0, true};
+        for (int k = 0; k <= 8; k++) full[nf++] = (draft_cfg){DRAFT_MODEL, k, false, 0};
+    if (mc->draft_path) /* a head cut to 64 ids: proposals mostly wrong; and the whole head */
+        full[nf++] = (draft_cfg){DRAFT_MODEL, 4, false, 64}, full[nf++] = (draft_cfg){DRAFT_MODEL, 0, false, -1};
+    if (mc->xdraft_path) full[nf++] = (draft_cfg){DRAFT_MODEL, 4, true, 0}, full[nf++] = (draft_cfg){DRAFT_MODEL, 0, true, 0};
     check_configs(mc, &r, "RAM 1 thread", full, nf, &ref, &c);
     rig_close(&r);
-    static const draft_cfg some[] = {{DRAFT_NGRAM, 2, false}, {DRAFT_NGRAM, 0, false}, {DRAFT_RANDOM, 5, false},
-                                     {DRAFT_MODEL, 4, false}, {DRAFT_MODEL, 3, true}};
+    static const draft_cfg some[] = {{DRAFT_NGRAM, 2, false, 0}, {DRAFT_NGRAM, 0, false, 0}, {DRAFT_RANDOM, 5, false, 0},
+                                     {DRAFT_MODEL, 4, false, 0}, {DRAFT_MODEL, 3, true, 0}};
     int ns = (int)(sizeof some / sizeof *some);
     if (rig_open(&r, mc->path, 2, 0, &err) == 0) {
         check_configs(mc, &r, "RAM 2 threads", some, ns, &ref, &c);

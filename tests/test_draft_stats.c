@@ -115,7 +115,7 @@ static void case_kind(rig *r, draft_kind kind, bool wrong)
     draft_model *dm = NULL;
     drafter_opts dopt = {.seed = 3, .ngram_min = 1};
     int rc = drafter_create(&d, kind, &dopt, &err);
-    if (!rc && kind == DRAFT_MODEL && !(rc = draft_model_open(&dm, DRAFT, r->eng.model, r->eng.pool, 128, 0, false, &err)))
+    if (!rc && kind == DRAFT_MODEL && !(rc = draft_model_open(&dm, DRAFT, r->eng.model, r->eng.pool, 128, 0, 0, false, &err)))
         drafter_set_model(d, dm);
     spec_opts so = {.k_max = 3, .wrong_rule = wrong};
     if (!rc) rc = spec_create(&sp, d, &so, r->nv, &err);

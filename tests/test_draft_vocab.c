@@ -116,7 +116,7 @@ static int run(const char *target, const char *draft, int k, capture *c, char *n
     if (!rc && draft) {
         draft_model *dm;
         rc = drafter_create(&d, DRAFT_MODEL, &(drafter_opts){0}, err);
-        if (!rc) rc = draft_model_open(&dm, draft, eng.model, eng.pool, 96, 0, true, err);
+        if (!rc) rc = draft_model_open(&dm, draft, eng.model, eng.pool, 96, 0, 0, true, err);
         if (!rc) {
             drafter_set_model(d, dm);
             snprintf(note, cap, "%s", draft_model_xvocab(dm) ? draft_model_xvocab(dm) : "");

@@ -184,6 +184,7 @@ struct sl_model {
     uint64_t spine_bytes;
     bool dry; /* model_opts.dry_run: shapes and sizes only, no weights */
     bool q8_weights; /* model_opts.q8_weights */
+    int32_t head_rows; /* ids the output projection computes (model_set_head_rows) */
     int64_t derived_bytes; /* spine bytes beyond the file's tensors (Q8_0 copies), net */
 };
 

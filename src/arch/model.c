@@ -384,6 +384,7 @@ int bind_io(sl_model *m, sl_err *err)
     if (bind_vec(m, &m->output_norm, -1, "output_norm.weight", hp->n_embd, 0, err)) return -1;
     if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL, err)) return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->head_rows = hp->n_vocab;
     return 0;
 }
 
@@ -678,6 +679,15 @@ const gguf_file *model_gguf(const sl_model *m) { return m->g; }
 const sl_vocab *model_vocab(const sl_model *m) { return m->vocab; }
 const char *model_arch(const sl_model *m) { return m->ops->name; }
 int32_t model_n_vocab(const sl_model *m) { return m->hp.n_vocab; }
+
+int32_t model_set_head_rows(sl_model *m, int32_t n)
+{
+    /* whole groups of 16 rows: an interleaved matrix's rows come in those */
+    m->head_rows = n <= 0 || n > m->hp.n_vocab - 16 ? m->hp.n_vocab : (n + 15) / 16 * 16;
+    return m->head_rows;
+}
+
+int32_t model_head_rows(const sl_model *m) { return m->head_rows; }
 int32_t model_n_ctx_train(const sl_model *m) { return m->hp.n_ctx_train; }
 int32_t model_n_layer(const sl_model *m) { return m->hp.n_layer; }
 int32_t model_n_embd(const sl_model *m) { return m->hp.n_embd; }

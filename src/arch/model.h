@@ -55,6 +55,12 @@ const gguf_file *model_gguf(const sl_model *m);
 const sl_vocab *model_vocab(const sl_model *m);
 const char *model_arch(const sl_model *m);
 int32_t model_n_vocab(const sl_model *m);
+/* The output projection computes only ids [0, N) (N rounded up to a
+ * multiple of 16; N <= 0 or past n_vocab - 16: every id) and every other
+ * logit reads -INFINITY; returns the ids it computes.  For a draft, whose
+ * logits only choose proposals: its head can cost most of a token. */
+int32_t model_set_head_rows(sl_model *m, int32_t n);
+int32_t model_head_rows(const sl_model *m);
 int32_t model_n_ctx_train(const sl_model *m);
 
 int32_t model_n_layer(const sl_model *m);

@@ -6,6 +6,7 @@
  * 0..pos only, so the split never changes a bit. */
 #include "arch/sess.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,14 +118,20 @@ int matmul_multi(sl_session *s, int n, const sl_mat *const *w, const sl_act *con
     return 0;
 }
 
-int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err)
+/* linear with Y's rows STRIDE floats apart */
+static int linear_strided(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y,
+                          size_t stride, sl_err *err)
 {
     if (act_prepare(a, w->type, x, w->ne0, T, (size_t)w->ne0, s->pool, err)) return -1;
-    size_t stride = (size_t)w->ne1;
     const sl_act *xa = a;
     if (matmul_multi(s, 1, &w, &xa, &y, &stride, err)) return -1;
     if (b) add_bias(y, b, T, w->ne1);
     return 0;
+}
+
+int linear(sl_session *s, sl_act *a, const sl_mat *w, const float *b, const float *x, int T, float *y, sl_err *err)
+{
+    return linear_strided(s, a, w, b, x, T, y, (size_t)w->ne1, err);
 }
 
 int linear_many(sl_session *s, int n, const sl_mat *const *w, const float *x, int T, float *const *y, sl_err *err)
@@ -449,7 +456,13 @@ static int output(sl_session *s, const float *x, int r0, int n, float *logits, s
     float *xn = scr_get(s, SCR_XN, (size_t)n * d * sizeof(float), err);
     if (!xn) return -1;
     for (int i = 0; i < n; i++) op_rms_norm(xn + i * d, x + (r0 + i) * d, m->output_norm, d, m->hp.rms_eps);
-    return linear(s, &s->act[ACT_A], &m->output, NULL, xn, n, logits, err);
+    sl_mat w = m->output;
+    w.ne1 = m->head_rows; /* model_opts.head_rows */
+    size_t V = (size_t)m->hp.n_vocab;
+    if (linear_strided(s, &s->act[ACT_A], &w, NULL, xn, n, logits, V, err)) return -1;
+    for (int i = 0; i < n; i++)
+        for (size_t v = (size_t)w.ne1; v < V; v++) logits[(size_t)i * V + v] = -INFINITY;
+    return 0;
 }
 
 /* DECODE: the evaluation is a single token (prediction statistics count only those). */

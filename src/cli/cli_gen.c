@@ -124,6 +124,9 @@ const char CLI_DRAFT_HELP[] =
     "  --draft-max K        draft exactly up to K tokens a step (1..16; default adaptive up to 16)\n"
     "  --draft-min K        fewer drafted tokens than K: a plain step instead (default 1)\n"
     "  --draft-p-min P      stop drafting below draft probability P (default 0: never)\n"
+    "  --draft-vocab N      a draft model proposes only its first N token ids, the only rows its\n"
+    "                       output layer computes (default 0: auto, as many as make that layer\n"
+    "                       weigh what the rest does, at least 8192; -1: every id)\n"
     "  --ngram-min N, --ngram-max N   n-gram lookup lengths (default 1 and 4)\n";
 
 static int parse_size(const char *name, const char *arg, uint64_t *out)
@@ -495,6 +498,10 @@ int cli_draft_option(int opt, const char *arg, spec_setup_opts *d)
         return 1;
     }
     case CLI_OPT_DRAFT_P_MIN: return cli_parse_float("--draft-p-min", arg, &d->p_min) ? -1 : 1;
+    case CLI_OPT_DRAFT_VOCAB:
+        if (cli_parse_int("--draft-vocab", arg, -1, INT32_MAX, &v)) return -1;
+        d->vocab = (int32_t)v;
+        return 1;
     default: return 0;
     }
 }
@@ -521,7 +528,7 @@ int cli_gen_option(int opt, const char *arg, cli_model_opts *mo, sluice_sampling
         mo->threads = (int)v;
         return 1;
     case CLI_OPT_DRAFT: case CLI_OPT_DRAFT_MAX: case CLI_OPT_DRAFT_MIN: case CLI_OPT_NGRAM_MIN: case CLI_OPT_NGRAM_MAX:
-    case CLI_OPT_DRAFT_P_MIN:
+    case CLI_OPT_DRAFT_P_MIN: case CLI_OPT_DRAFT_VOCAB:
         return cli_draft_option(opt, arg, &mo->draft);
     case CLI_OPT_TEMP: return cli_parse_float("--temp", arg, &sp->temp) ? -1 : 1;
     case CLI_OPT_TOPP: return cli_parse_float("--top-p", arg, &sp->top_p) ? -1 : 1;
@@ -569,6 +576,7 @@ static sluice_options api_options(const cli_model_opts *o, const char *path)
     so.draft_max = o->draft.k_max;
     so.draft_min = o->draft.k_min;
     so.draft_p_min = o->draft.p_min;
+    so.draft_vocab = o->draft.vocab;
     so.ngram_min = o->draft.ngram_min;
     so.ngram_max = o->draft.ngram_max;
     return so;

@@ -31,7 +31,7 @@ typedef struct {
     char *constraint_file;  /* --grammar-file / --json-schema-file text (the sampling points into it) */
     const char *chat_template; /* --chat-template NAME|FILE, --chat-template-file: Jinja text or a name */
     char *template_file;    /* the text read for it */
-    /* speculative decoding: --draft, --draft-max, --draft-min, --draft-p-min, --ngram-min/max */
+    /* speculative decoding: --draft, --draft-max, --draft-min, --draft-p-min, --draft-vocab, --ngram-min/max */
     spec_setup_opts draft;
 } cli_model_opts;
 
@@ -57,7 +57,7 @@ enum {
     CLI_OPT_GRAMMAR, CLI_OPT_GRAMMAR_FILE, CLI_OPT_JSON_SCHEMA, CLI_OPT_JSON_SCHEMA_FILE,
     CLI_OPT_FLASH_ATTN, CLI_OPT_CACHE_TYPE_K, CLI_OPT_CACHE_TYPE_V, CLI_OPT_UBATCH, CLI_OPT_THREADS_BATCH,
     CLI_OPT_NO_WARMUP, CLI_OPT_MLOCK, CLI_OPT_NO_MMAP, CLI_OPT_CHAT_TEMPLATE, CLI_OPT_CHAT_TEMPLATE_FILE,
-    CLI_OPT_DRAFT, CLI_OPT_DRAFT_MAX, CLI_OPT_DRAFT_MIN, CLI_OPT_DRAFT_P_MIN, CLI_OPT_NGRAM_MIN, CLI_OPT_NGRAM_MAX,
+    CLI_OPT_DRAFT, CLI_OPT_DRAFT_MAX, CLI_OPT_DRAFT_MIN, CLI_OPT_DRAFT_P_MIN, CLI_OPT_DRAFT_VOCAB, CLI_OPT_NGRAM_MIN, CLI_OPT_NGRAM_MAX,
     CLI_OPT_FIRST_FREE
 };
 #define CLI_GEN_LONGOPTS                                                                                      \
@@ -82,6 +82,7 @@ enum {
     {"draft", required_argument, 0, CLI_OPT_DRAFT}, {"draft-max", required_argument, 0, CLI_OPT_DRAFT_MAX},   \
         {"draft-min", required_argument, 0, CLI_OPT_DRAFT_MIN},                                               \
         {"draft-p-min", required_argument, 0, CLI_OPT_DRAFT_P_MIN},                                           \
+        {"draft-vocab", required_argument, 0, CLI_OPT_DRAFT_VOCAB},                                           \
         {"ngram-min", required_argument, 0, CLI_OPT_NGRAM_MIN}, {"ngram-max", required_argument, 0, CLI_OPT_NGRAM_MAX}
 /* Expert placement flags, shared by every command that loads a model. */
 #define CLI_STREAM_LONGOPTS                                                                                   \

@@ -64,7 +64,7 @@ static void usage(FILE *f)
                "                       are tgN+MODE, with acceptance by depth and union expert bytes per\n"
                "                       token, and each drafted decode must reproduce the plain one's\n"
                "                       tokens (bench fails if not).  --draft-max, --draft-min,\n"
-               "                       --draft-p-min, --ngram-min and --ngram-max as in run\n\n"
+               "                       --draft-p-min, --draft-vocab, --ngram-min and --ngram-max as in run\n\n"
                "With --mem (or --io, --pack) the experts stream from disk under that budget; the\n"
                "report adds bytes read per token, cache hit rate, I/O wait, and the raw O_DIRECT\n"
                "random-read bandwidth of the model's disk (expert-sized reads, queue depth 32), so\n"

@@ -132,8 +132,28 @@ int draft_model_ram_bytes(const char *path, int32_t n_ctx, int threads, uint64_t
     return 0;
 }
 
+/* A small draft's head is most of its cost per token (tinydraft: 0.24 of
+ * 0.29 ms, its 50k x 128 head against 4 layers of 128), so it proposes from
+ * the first ids only: BPE and SentencePiece vocabularies number their
+ * tokens roughly by frequency (merge order, score), and GPT-2's first 8192
+ * ids hold 99.0% of tinymoe's greedy continuations of the bench's 28
+ * prompts (3584 tokens; the first 16384, 99.97%).  A token it cannot
+ * propose costs a rejection at most: the target verifies every draft. */
+int32_t draft_auto_vocab(const sl_model *m)
+{
+    const gguf_file *g = model_gguf(m);
+    const gguf_tensor *out = gguf_find_tensor(g, "output.weight"), *emb = gguf_find_tensor(g, "token_embd.weight");
+    uint64_t head = out ? out->nbytes : emb ? emb->nbytes : 0, rest = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (&g->tensors[i] != out && &g->tensors[i] != emb) rest += g->tensors[i].nbytes;
+    int32_t nv = model_n_vocab(m);
+    if (!head || rest >= head) return nv;
+    double rows = (double)nv * (double)rest / (double)head;
+    return rows < DRAFT_VOCAB_MIN ? DRAFT_VOCAB_MIN : (int32_t)ceil(rows);
+}
+
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
-                     float p_min, bool cross, sl_err *err)
+                     float p_min, int32_t vocab, bool cross, sl_err *err)
 {
     *out = NULL;
     draft_model *dm = calloc(1, sizeof *dm);
@@ -152,6 +172,7 @@ int draft_model_open(draft_model **out, const char *path, const sl_model *target
     if (!dm->xvocab) dm->why[0] = 0;
     dm->tv = model_vocab(target);
     dm->n_vocab = model_n_vocab(dm->m);
+    model_set_head_rows(dm->m, vocab == 0 ? draft_auto_vocab(dm->m) : vocab);
     dm->p_min = p_min;
     /* another tokenizer may need more tokens for the same text */
     dm->cap = draft_ctx(n_ctx, dm->xvocab);
@@ -184,6 +205,7 @@ void draft_model_free(draft_model *dm)
 
 const sl_model *draft_model_model(const draft_model *dm) { return dm->m; }
 const char *draft_model_xvocab(const draft_model *dm) { return dm->xvocab ? dm->why : NULL; }
+int32_t draft_model_vocab(const draft_model *dm) { return model_head_rows(dm->m); }
 
 int draft_model_set_sampling(draft_model *dm, const sampler_params *p, sl_err *err)
 {

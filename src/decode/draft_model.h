@@ -30,9 +30,18 @@ int draft_vocab_compare(const gguf_file *a, const gguf_file *b, char *why, size_
  * on every proposal), drafts greedily, and proposes only the whole target
  * tokens its text fixes: the target's tokenization of the last target
  * tokens' text followed by the draft's text must start with those tokens,
- * and its last token (which more text could still change) is left out. */
+ * and its last token (which more text could still change) is left out.
+ * VOCAB: the draft proposes only its ids [0, VOCAB) (model_set_head_rows);
+ * 0: draft_auto_vocab's choice; -1: every id. */
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
-                     float p_min, bool cross, sl_err *err);
+                     float p_min, int32_t vocab, bool cross, sl_err *err);
+/* The ids the draft proposes from (its head's rows). */
+int32_t draft_model_vocab(const draft_model *dm);
+/* The ids a draft of model M proposes from when the user names no number:
+ * as many as make its head weigh what the rest of its weights do, at least
+ * DRAFT_VOCAB_MIN (every id when its layers outweigh its head). */
+int32_t draft_auto_vocab(const sl_model *m);
+#define DRAFT_VOCAB_MIN 8192
 /* How the vocabularies differ when DM drafts across them, else NULL. */
 const char *draft_model_xvocab(const draft_model *dm);
 void draft_model_free(draft_model *dm);

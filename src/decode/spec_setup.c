@@ -11,6 +11,7 @@ int spec_setup_check(const spec_setup_opts *o, sl_err *err)
     if (o->k_max > 0 && o->k_min > o->k_max)
         return sl_errf(err, "draft_min (%d) is above draft_max (%d)", (int)o->k_min, (int)o->k_max);
     if (!(o->p_min >= 0 && o->p_min <= 1)) return sl_errf(err, "draft_p_min must be in [0, 1]");
+    if (o->vocab < -1) return sl_errf(err, "draft_vocab must be -1 (every id), 0 (auto) or a number of ids");
     if (o->ngram_min < 0 || o->ngram_max < 0 || o->ngram_min > 64 || o->ngram_max > 64)
         return sl_errf(err, "ngram_min and ngram_max must be in [0, 64]");
     return 0;
@@ -40,7 +41,7 @@ static int open_model(spec_setup *ss, const spec_setup_opts *o, const sl_model *
                       sl_err *err)
 {
     draft_model *dm;
-    if (draft_model_open(&dm, o->draft, target, pool, n_ctx, o->p_min, true, err)) return -1;
+    if (draft_model_open(&dm, o->draft, target, pool, n_ctx, o->p_min, o->vocab, true, err)) return -1;
     drafter_set_model(ss->d, dm);
     if (draft_model_xvocab(dm))
         snprintf(ss->note, sizeof ss->note,

@@ -16,6 +16,7 @@ typedef struct {
     int32_t k_max, k_min;         /* --draft-max (0: adaptive), --draft-min */
     int32_t ngram_min, ngram_max; /* n-gram lookup lengths (0: defaults) */
     float p_min;                  /* --draft-p-min */
+    int32_t vocab;                /* --draft-vocab: a draft model proposes ids [0, vocab) (0: auto, -1: all) */
 } spec_setup_opts;
 
 typedef struct {

@@ -99,7 +99,8 @@ static int kv_mode(const sluice_options *o, sl_kv_mode *out, char *err, size_t c
 static spec_setup_opts draft_options(const sluice_options *o)
 {
     return (spec_setup_opts){.draft = o->draft, .k_max = o->draft_max, .k_min = o->draft_min,
-                             .ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .p_min = o->draft_p_min};
+                             .ngram_min = o->ngram_min, .ngram_max = o->ngram_max, .p_min = o->draft_p_min,
+                             .vocab = o->draft_vocab};
 }
 
 static int engine_options(const sluice_options *o, const sluice_open_extra *x, engine_opts *eo, uint64_t *x_reserve,

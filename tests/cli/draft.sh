@@ -2,7 +2,8 @@
 # Speculative decoding through `sluice run`: with --temp 0 every draft kind
 # (n-gram, the bundled draft model, random garbage) gives llama.cpp's greedy
 # continuation (tests/fixtures/tinymoe-q8_0-greedy.json) bit for bit, fixed
-# K and adaptive; --stats-json carries the "draft" object; bad flags fail.
+# K and adaptive, the draft's head cut to its first ids or whole
+# (--draft-vocab); --stats-json carries the "draft" object; bad flags fail.
 . "$(dirname "$0")/../cli_lib.sh"
 GOLD=tests/fixtures/tinymoe-q8_0-greedy.json
 DRAFT=models/tinydraft-f16.gguf
@@ -16,7 +17,8 @@ $code" "$@"; }
 
 for i in 0 2 5; do
     prompt=$(py 'print(json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]["prompt"])' "$GOLD" "$i")
-    for d in "ngram" "ngram --draft-max 3" "$DRAFT" "$DRAFT --draft-max 5" "random --draft-max 2"; do
+    for d in "ngram" "ngram --draft-max 3" "$DRAFT" "$DRAFT --draft-max 5" "$DRAFT --draft-max 4 --draft-vocab 512" \
+        "$DRAFT --draft-vocab -1" "random --draft-max 2"; do
         # shellcheck disable=SC2086
         "$BIN" run -m "$MODEL" --json --temp 0 -n 64 -p "$prompt" --draft $d --stats-json "$T/st.json" >"$T/d.json" 2>"$T/d.err"
         if py '
@@ -40,6 +42,7 @@ err_case() { # NAME EXPECTED-SUBSTRING ARGS...
     else notok "$name" "$(head -c 200 "$T/e.err")"; fi
 }
 err_case "run --draft-max 17 is an error" "draft-max" run -m "$MODEL" -p hi --draft ngram --draft-max 17
+err_case "run --draft-vocab -2 is an error" "draft-vocab" run -m "$MODEL" -p hi --draft "$DRAFT" --draft-vocab -2
 LEAN=tests/fixtures/lean/models/qwen3-dense-lean-BF16.gguf
 p0=$(py 'print(json.load(open(sys.argv[1]))["results"][0]["prompt"])' "$GOLD")
 "$BIN" run -m "$MODEL" --json --temp 0 -n 64 -p "$p0" --draft "$LEAN" --draft-max 4 >"$T/x.json" 2>"$T/x.err"
