@@ -384,7 +384,6 @@ int bind_io(sl_model *m, sl_err *err)
     if (bind_vec(m, &m->output_norm, -1, "output_norm.weight", hp->n_embd, 0, err)) return -1;
     if (bind_mat(m, &m->output, -1, "output.weight", hp->n_embd, hp->n_vocab, T_OPTIONAL, err)) return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-    m->head_rows = hp->n_vocab;
     return 0;
 }
 
@@ -640,6 +639,7 @@ int model_load(sl_model **out, const char *path, const model_opts *opts, sl_err 
     m->dry = opts && opts->dry_run;
     m->q8_weights = opts && opts->q8_weights;
     if (gguf_open(&m->g, path, err) || find_arch(m, err) || load_hparams(m, err)) goto fail;
+    m->head_rows = m->hp.n_vocab;
     if (vocab_load(&m->vocab, m->g, err)) goto fail;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) {

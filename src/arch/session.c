@@ -457,7 +457,7 @@ static int output(sl_session *s, const float *x, int r0, int n, float *logits, s
     if (!xn) return -1;
     for (int i = 0; i < n; i++) op_rms_norm(xn + i * d, x + (r0 + i) * d, m->output_norm, d, m->hp.rms_eps);
     sl_mat w = m->output;
-    w.ne1 = m->head_rows; /* model_opts.head_rows */
+    w.ne1 = m->head_rows; /* model_set_head_rows */
     size_t V = (size_t)m->hp.n_vocab;
     if (linear_strided(s, &s->act[ACT_A], &w, NULL, xn, n, logits, V, err)) return -1;
     for (int i = 0; i < n; i++)

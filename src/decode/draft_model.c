@@ -205,7 +205,6 @@ void draft_model_free(draft_model *dm)
 
 const sl_model *draft_model_model(const draft_model *dm) { return dm->m; }
 const char *draft_model_xvocab(const draft_model *dm) { return dm->xvocab ? dm->why : NULL; }
-int32_t draft_model_vocab(const draft_model *dm) { return model_head_rows(dm->m); }
 
 int draft_model_set_sampling(draft_model *dm, const sampler_params *p, sl_err *err)
 {

@@ -35,8 +35,6 @@ int draft_vocab_compare(const gguf_file *a, const gguf_file *b, char *why, size_
  * 0: draft_auto_vocab's choice; -1: every id. */
 int draft_model_open(draft_model **out, const char *path, const sl_model *target, sl_pool *pool, int32_t n_ctx,
                      float p_min, int32_t vocab, bool cross, sl_err *err);
-/* The ids the draft proposes from (its head's rows). */
-int32_t draft_model_vocab(const draft_model *dm);
 /* The ids a draft of model M proposes from when the user names no number:
  * as many as make its head weigh what the rest of its weights do, at least
  * DRAFT_VOCAB_MIN (every id when its layers outweigh its head). */
