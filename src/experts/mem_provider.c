@@ -80,6 +80,13 @@ static const expert_provider_ops mem_ops = {
     .begin = mp_begin, .next = mp_next, .release = NULL, .end = mp_end, .hint = NULL, .destroy = mp_destroy,
 };
 
+/* What a part's N_EXPERT slices take of the one buffer: rounded to 64, so
+ * the next part starts aligned. */
+static uint64_t part_span(const expert_part *part, int n_expert)
+{
+    return (part->stride * (uint64_t)n_expert + 63) & ~(uint64_t)63;
+}
+
 /* One part: all n_expert slices, read in one go (they are usually one
  * contiguous tensor) to BUF. */
 static int load_part(mem_provider *m, mem_layer *ml, int k, const expert_layout *L, const expert_part *part,
@@ -112,7 +119,7 @@ static int all_parts_bytes(const expert_layout *L, int n_expert, uint64_t *out, 
                 return sl_errf(err, "%s: expert slices of %llu bytes every %llu are not supported",
                                L->g->parts[part->file].path, (unsigned long long)part->bytes,
                                (unsigned long long)stride);
-            total += (len + 63) & ~(uint64_t)63;
+            total += part_span(part, n_expert);
         }
     *out = total;
     return 0;
@@ -150,7 +157,7 @@ int mem_provider_create(expert_provider **out, const expert_layout *L, sl_err *e
                 mp_destroy(&m->base);
                 return -1;
             }
-            buf += (src->parts[k].stride * (uint64_t)m->n_expert + 63) & ~(uint64_t)63;
+            buf += part_span(&src->parts[k], m->n_expert);
         }
     }
     *out = &m->base;
