@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "experts/store.h"
 #include "kernels/kernels.h"
 #include "experts/trace.h"
+#include "util/bigbuf.h"
 #include "util/clock.h"
 #include "util/fileio.h"
 #include "t.h"
@@ -784,8 +786,39 @@ out:
     t_end();
 }
 
+/* The slots' memory: every byte asked for is mapped, zeroed and already
+ * resident (the budget counts it from the start), at a 2 MiB boundary so
+ * huge pages can back it, and nothing past the request stays mapped. */
+static void slot_memory(void)
+{
+    t_begin("store: slot memory is resident, zeroed, 2 MiB aligned and no larger than asked");
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), sizes[] = {1, 4097, 2u << 20, (3u << 20) + 5};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k], len = (n + page - 1) / page * page;
+        uint8_t *p = sl_big_map(n);
+        T_CHECK(p != NULL, "%zu bytes: no memory", n);
+        if (!p) continue;
+        T_CHECK((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p: not 2 MiB aligned", n, (void *)p);
+        unsigned char in[1024];
+        size_t pages = len / page, resident = 0, nonzero = 0;
+        T_CHECK(pages <= sizeof in && mincore(p, len, in) == 0, "%zu bytes: mincore failed", n);
+        for (size_t i = 0; i < pages && i < sizeof in; i++) resident += in[i] & 1;
+        for (size_t i = 0; i < n; i++) nonzero += p[i] != 0;
+        T_CHECK(resident == pages && nonzero == 0, "%zu bytes: %zu of %zu pages resident, %zu bytes not zero", n,
+                resident, pages, nonzero);
+        /* the trimmed over-mapping: the page past the end is not ours */
+        errno = 0;
+        T_CHECK(mincore(p + len, page, in) != 0 && errno == ENOMEM, "%zu bytes: the page past the end is mapped", n);
+        memset(p, 0xA5, n);
+        T_CHECK(munmap(p, n) == 0, "%zu bytes: munmap failed", n);
+    }
+    T_CHECK(sl_big_map(0) == NULL, "0 bytes mapped");
+    t_end();
+}
+
 int main(void)
 {
+    slot_memory();
     held_and_resident();
     run_passes("store: uring, roomy cache, decode-sized batches", STORE_IO_URING, 64, 4, 20);
     run_passes("store: uring, 6 slots (heavy eviction)", STORE_IO_URING, 6, 4, 20);

@@ -14,4 +14,11 @@
  * is 0. */
 void *sl_big_alloc(size_t bytes);
 
+/* BYTES bytes of zeroed memory, all resident on return (the expert cache's
+ * slots: a budget counts them from the start), mapped at a 2 MiB boundary
+ * with their whole 2 MiB pages advised to use transparent huge pages, as
+ * sl_big_alloc's are.  Released with munmap(p, BYTES).  NULL when out of
+ * memory or BYTES is 0. */
+void *sl_big_map(size_t bytes);
+
 #endif
