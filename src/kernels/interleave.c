@@ -31,7 +31,7 @@ size_t mat_interleaved_bytes(const sl_mat *w)
 }
 
 /* One group from its (up to 16) rows in GGUF order; missing rows are zero. */
-static void interleave_group(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes)
+void kq_r16_interleave_scalar(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes)
 {
     uint16_t *sc = (uint16_t *)dst;
     uint8_t *q = dst + kq_r16_quant_off(nb);
@@ -55,13 +55,17 @@ int mat_interleave_n(sl_mat *w, void *buf, size_t n, size_t stride)
     int64_t nb = w->ne0 / QK;
     uint8_t *tmp = malloc(16 * w->row_bytes); /* before any change: all or nothing */
     if (!tmp) return -1;
+    /* the scalar path moved 2-3 GB/s: a streamed expert's rewrite cost more
+     * than its product (docs/CACHE.md) */
+    void (*group)(uint8_t *, const uint8_t *, int, int64_t, size_t) =
+        kernels_isa_detected() >= SL_ISA_AVX512 ? kq_r16_interleave_avx512 : kq_r16_interleave_scalar;
     /* in place: group g's interleaved bytes occupy exactly its 16 rows' bytes */
     for (size_t i = 0; i < n; i++)
         for (int64_t r = 0; r < w->ne1; r += 16) {
             int nv = (int)(w->ne1 - r < 16 ? w->ne1 - r : 16);
             uint8_t *g = (uint8_t *)buf + i * stride + (size_t)r * w->row_bytes;
             memcpy(tmp, g, (size_t)nv * w->row_bytes);
-            interleave_group(g, tmp, nv, nb, w->row_bytes);
+            group(g, tmp, nv, nb, w->row_bytes);
         }
     free(tmp);
     w->layout = SL_LAYOUT_Q8_0_R16;

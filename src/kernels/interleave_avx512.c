@@ -125,3 +125,25 @@ void kq_rows_r16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_str
     r16_rows(w, x, ac, y, y_stride, r0, r1);
     if (ac != local) free(ac);
 }
+
+/* Each output vector is one dword of every row's block: a gather per
+ * vector from the 16 rows (masked: missing rows read as zero, as the
+ * scalar path's zero blocks). */
+void kq_r16_interleave_avx512(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes)
+{
+    const __mmask16 m = nv >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nv) - 1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)row_bytes));
+    const __m512i zero = _mm512_setzero_si512(), flip = _mm512_set1_epi32((int)0x80808080u);
+    uint8_t *q = dst + kq_r16_quant_off(nb);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = src + (size_t)b * sizeof(blk_q8_0);
+        /* the scale and the block's first two quants: keep the scale */
+        __m512i d = _mm512_mask_i32gather_epi32(zero, m, rows, blk, 1);
+        _mm256_storeu_si256((__m256i *)(dst + (size_t)b * 32), _mm512_cvtepi32_epi16(d));
+        for (int i = 0; i < QK / 4; i++) {
+            __m512i v = _mm512_mask_i32gather_epi32(zero, m, rows, blk + 2 + 4 * i, 1);
+            _mm512_storeu_si512(q + (size_t)b * 512 + (size_t)i * 64, _mm512_xor_si512(v, flip));
+        }
+    }
+}

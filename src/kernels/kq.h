@@ -128,6 +128,10 @@ static inline const uint8_t *kq_r16_group(const sl_mat *w, int64_t g)
     return (const uint8_t *)w->data + (size_t)g * 16 * w->row_bytes;
 }
 void kq_r16_block(const sl_mat *w, int64_t r, int64_t b, void *out);
+/* Group DST (layout above) from its NV <= 16 rows at SRC, ROW_BYTES apart,
+ * NB blocks each: the same bytes from both paths. */
+void kq_r16_interleave_scalar(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes);
+void kq_r16_interleave_avx512(uint8_t *dst, const uint8_t *src, int nv, int64_t nb, size_t row_bytes);
 void kq_rows_r16_scalar(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 void kq_rows_r16_avx512(const sl_mat *w, const sl_act *x, float *y, size_t y_stride, int64_t r0, int64_t r1);
 
