@@ -10,6 +10,7 @@
  * block sums and the float steps are those of the canonical order, so an
  * interleaved matrix gives the same bits as the rows it came from. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "kernels/kq.h"
@@ -57,8 +58,9 @@ int mat_interleave_n(sl_mat *w, void *buf, size_t n, size_t stride)
     if (!tmp) return -1;
     /* the scalar path moved 2-3 GB/s: a streamed expert's rewrite cost more
      * than its product (docs/CACHE.md) */
+    bool fast = kernels_isa_detected() >= SL_ISA_AVX512 && w->row_bytes <= INT32_MAX / 16; /* gather offsets */
     void (*group)(uint8_t *, const uint8_t *, int, int64_t, size_t) =
-        kernels_isa_detected() >= SL_ISA_AVX512 ? kq_r16_interleave_avx512 : kq_r16_interleave_scalar;
+        fast ? kq_r16_interleave_avx512 : kq_r16_interleave_scalar;
     /* in place: group g's interleaved bytes occupy exactly its 16 rows' bytes */
     for (size_t i = 0; i < n; i++)
         for (int64_t r = 0; r < w->ne1; r += 16) {
