@@ -2,7 +2,10 @@
 # Speculative decoding benchmark (issue 9; docs/DRAFT.md).  For the lead to
 # run on a quiet machine; every figure is decode tokens/s summed over the
 # prompts' timed decodes, with acceptance by depth and union expert bytes
-# per accepted token from --stats-json.
+# per accepted token from --stats-json.  The configurations of a set run
+# side by side (each round runs every one, the order reversed every other
+# round), and each row's "vs_<first>" is the median of the rounds' speed
+# ratios against the set's first configuration: the figure to quote.
 #
 #   bench/draft.sh [all|pair|ngram|more|synth|bound]
 # env: THREADS (default 2), NGEN (tokens per prompt, default 128), REPS
@@ -30,7 +33,7 @@
 #           PREFIX.ngram.jsonl and PREFIX.pair.jsonl and replays K policies
 #           over them with bench/draft_policy.py).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BIN=${SLUICE_BIN:-build/sluice}
 THREADS=${THREADS:-2}
 NGEN=${NGEN:-128}
@@ -73,52 +76,83 @@ draft_mem() {
         python3 -c "import sys; print(int(float(sys.stdin.read()) * 1048576) + 65536)"
 }
 
-# runset LABEL MODEL PROMPTS -- ARGS: REPS rounds of one run per prompt line;
-# prints one summary row (tok/s: the median round's)
+# one_round LABEL MODEL PROMPTS R ARGS: round R of LABEL, one run per prompt line
+one_round() {
+    label=$1 model=$2 prompts=$3 r=$4; shift 4
+    i=0
+    printf '%s\n' "$prompts" | while IFS= read -r p; do
+        i=$((i + 1))
+        p=$(printf '%b' "$p") f="$OUT/$label.$r.$i"
+        "$BIN" run -m "$model" -t "$THREADS" --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json \
+            --stats-json "$f.stats.json" "$@" >"$f.out.json" 2>"$f.err" ||
+            { echo "$label: round $r run $i failed: $(tail -1 "$f.err")"; }
+    done
+}
+
+# runset MODEL PROMPTS CONFIG...: each CONFIG is "LABEL ARGS..." (ARGS split
+# at spaces).  REPS rounds, each running every configuration once per prompt
+# line, in the opposite order every other round: the host's speed drifts by
+# more than the differences measured, so configurations run side by side and
+# each row gives, besides its tok/s (the median round's), its speed against
+# the first configuration as the median of the rounds' ratios
 runset() {
-    label=$1 model=$2 prompts=$3; shift 3
-    rm -f "$OUT/$label".*.json
+    model=$1 prompts=$2; shift 2
+    for c in "$@"; do rm -f "$OUT/${c%% *}".*.json; done
+    fwd=$(for c in "$@"; do printf '%s\n' "$c"; done)
+    rev=$(printf '%s\n' "$fwd" | awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }')
     r=0
     while [ $r -lt "$REPS" ]; do
-        r=$((r + 1)) i=0
-        printf '%s\n' "$prompts" | while IFS= read -r p; do
-            i=$((i + 1))
-            p=$(printf '%b' "$p") f="$OUT/$label.$r.$i"
-            "$BIN" run -m "$model" -t "$THREADS" --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json \
-                --stats-json "$f.stats.json" "$@" >"$f.out.json" 2>"$f.err" ||
-                { echo "$label: round $r run $i failed: $(tail -1 "$f.err")"; }
+        r=$((r + 1)) order=$fwd
+        [ $((r % 2)) = 0 ] && order=$rev
+        printf '%s\n' "$order" | while IFS= read -r c; do
+            args=${c#* }
+            [ "$args" = "$c" ] && args=""
+            # shellcheck disable=SC2086
+            one_round "${c%% *}" "$model" "$prompts" "$r" $args
         done
     done
-    python3 - "$OUT" "$label" "$REPS" <<'PY'
+    labels=$(for c in "$@"; do printf '%s ' "${c%% *}"; done)
+    # shellcheck disable=SC2086
+    python3 - "$OUT" "$REPS" $labels <<'PY'
 import glob, json, statistics, sys
-out, label, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rates, ids = [], []
-prop = acc = 0; ub = 0.0; depth = {}; kh = {}; n_runs = 0; pred = meas = mae = 0.0
-for r in range(1, reps + 1):
-    toks = secs = 0
-    for f in sorted(glob.glob(f"{out}/{label}.{r}.*.stats.json")):
-        s = json.load(open(f))
-        toks += s["decode_steps"]; secs += s["decode_s"]
-        d = s.get("draft")
-        if d and r == 1:
-            prop += d["proposed"]; acc += d["accepted"]; n_runs += 1
-            ub += d["union_expert_bytes_per_accepted_token"] or 0
-            pred += d.get("verify_predicted_s", 0); meas += d.get("verify_priced_s", d["verify_s"]); mae += d.get("verify_cost_mae_s", 0)
-            for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
-            for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
-    if secs: rates.append(toks / secs)
-    if r == 1:
-        for f in sorted(glob.glob(f"{out}/{label}.1.*.out.json")): ids.append(json.load(open(f))["ids"])
-row = {"label": label, "tok_s": statistics.median(rates) if rates else 0, "rounds": [round(x, 1) for x in rates],
-       "tokens": toks, "acceptance": acc / prop if prop else None,
-       "acceptance_by_depth": [round(sum(v) / len(v), 3) for _, v in sorted(depth.items())],
-       "k_hist": [kh[i] for i in sorted(kh)],
-       "union_expert_MB_per_accepted_token": ub / max(1, n_runs) / 1e6 if prop else None,
-       # the verify cost model (draft_cost.h): predicted / measured seconds, mean error per verification
-       "verify_predicted_over_measured": round(pred / meas, 3) if meas else None,
-       "verify_cost_mae_ms": round(mae / max(1, n_runs) * 1e3, 4) if prop else None}
-json.dump({"row": row, "ids": ids}, open(f"{out}/{label}.summary.json", "w"))
-print(json.dumps(row))
+out, reps, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def rounds(label):
+    """Per round: decoded tokens and seconds over the prompts."""
+    res = []
+    for r in range(1, reps + 1):
+        toks = secs = 0
+        for f in sorted(glob.glob(f"{out}/{label}.{r}.*.stats.json")):
+            s = json.load(open(f))
+            toks += s["decode_steps"]; secs += s["decode_s"]
+        res.append((toks, secs))
+    return res
+base = rounds(labels[0])
+for label in labels:
+    rs = rounds(label)
+    rates = [t / s for t, s in rs if s]
+    ratios = [(t / s) / (bt / bs) for (t, s), (bt, bs) in zip(rs, base) if s and bs and bt]
+    prop = acc = 0; ub = 0.0; depth = {}; kh = {}; n_runs = 0; pred = meas = mae = 0.0; ids = []
+    for f in sorted(glob.glob(f"{out}/{label}.1.*.stats.json")):
+        d = json.load(open(f)).get("draft")
+        if not d: continue
+        prop += d["proposed"]; acc += d["accepted"]; n_runs += 1
+        ub += d["union_expert_bytes_per_accepted_token"] or 0
+        pred += d.get("verify_predicted_s", 0); meas += d.get("verify_priced_s", d["verify_s"]); mae += d.get("verify_cost_mae_s", 0)
+        for i, a in enumerate(d["acceptance_by_depth"]): depth.setdefault(i, []).append(a)
+        for i, k in enumerate(d["k_hist"]): kh[i] = kh.get(i, 0) + k
+    for f in sorted(glob.glob(f"{out}/{label}.1.*.out.json")): ids.append(json.load(open(f))["ids"])
+    row = {"label": label, "tok_s": statistics.median(rates) if rates else 0, "rounds": [round(x, 1) for x in rates],
+           "vs_" + labels[0]: round(statistics.median(ratios), 3) if ratios else None,
+           "round_ratios": sorted(round(x, 3) for x in ratios),
+           "tokens": rs[-1][0], "acceptance": acc / prop if prop else None,
+           "acceptance_by_depth": [round(sum(v) / len(v), 3) for _, v in sorted(depth.items())],
+           "k_hist": [kh[i] for i in sorted(kh)],
+           "union_expert_MB_per_accepted_token": ub / max(1, n_runs) / 1e6 if prop else None,
+           # the verify cost model (draft_cost.h): predicted / measured seconds, mean error per verification
+           "verify_predicted_over_measured": round(pred / meas, 3) if meas else None,
+           "verify_cost_mae_ms": round(mae / max(1, n_runs) * 1e3, 4) if prop else None}
+    json.dump({"row": row, "ids": ids}, open(f"{out}/{label}.summary.json", "w"))
+    print(json.dumps(row))
 PY
 }
 
@@ -137,18 +171,11 @@ if [ "$WHAT" = all ] || [ "$WHAT" = pair ]; then
         extra="" dextra=""
         [ $where = stream ] && extra="--mem $M25" dextra="--mem $M25D"
         echo "== tinymoe + tinydraft, $where ${extra:+($extra, ~25% of the experts cached)}, $THREADS threads, 8 x $NGEN tokens"
-        # shellcheck disable=SC2086
-        runset "pair-$where-none" "$TARGET" "$PAIR_PROMPTS" $extra
-        for k in 1 2 4 8; do
-            # shellcheck disable=SC2086
-            runset "pair-$where-k$k" "$TARGET" "$PAIR_PROMPTS" $dextra --draft "$DRAFT" --draft-max $k
-            same "pair-$where-k$k" "pair-$where-none"
-        done
-        # shellcheck disable=SC2086
-        runset "pair-$where-adaptive" "$TARGET" "$PAIR_PROMPTS" $dextra --draft "$DRAFT"
-        same "pair-$where-adaptive" "pair-$where-none"
-        # shellcheck disable=SC2086
-        runset "pair-$where-ngram" "$TARGET" "$PAIR_PROMPTS" $extra --draft ngram
+        runset "$TARGET" "$PAIR_PROMPTS" "pair-$where-none $extra" \
+            "pair-$where-k1 $dextra --draft $DRAFT --draft-max 1" "pair-$where-k2 $dextra --draft $DRAFT --draft-max 2" \
+            "pair-$where-k4 $dextra --draft $DRAFT --draft-max 4" "pair-$where-k8 $dextra --draft $DRAFT --draft-max 8" \
+            "pair-$where-adaptive $dextra --draft $DRAFT" "pair-$where-ngram $extra --draft ngram"
+        for k in k1 k2 k4 k8 adaptive ngram; do same "pair-$where-$k" "pair-$where-none"; done
     done
 fi
 
@@ -158,13 +185,10 @@ if [ "$WHAT" = all ] || [ "$WHAT" = ngram ]; then
         extra=""
         [ $where = stream ] && extra="--mem $M25"
         echo "== n-gram drafting on repetitive prompts, tinymoe, $where"
-        # shellcheck disable=SC2086
-        runset "ngram-$where-none" "$TARGET" "$NGRAM_PROMPTS" $extra
-        # shellcheck disable=SC2086
-        runset "ngram-$where-adaptive" "$TARGET" "$NGRAM_PROMPTS" $extra --draft ngram
+        runset "$TARGET" "$NGRAM_PROMPTS" "ngram-$where-none $extra" "ngram-$where-adaptive $extra --draft ngram" \
+            "ngram-$where-k4 $extra --draft ngram --draft-max 4"
         same "ngram-$where-adaptive" "ngram-$where-none"
-        # shellcheck disable=SC2086
-        runset "ngram-$where-k4" "$TARGET" "$NGRAM_PROMPTS" $extra --draft ngram --draft-max 4
+        same "ngram-$where-k4" "ngram-$where-none"
     done
 fi
 
@@ -172,10 +196,8 @@ MORE_PROMPTS=$(cat bench/draft_prompts.txt)
 
 if [ "$WHAT" = more ]; then
     echo "== n-gram drafting on 20 further prompts, tinymoe in RAM"
-    runset "more-none" "$TARGET" "$MORE_PROMPTS"
-    runset "more-adaptive" "$TARGET" "$MORE_PROMPTS" --draft ngram
+    runset "$TARGET" "$MORE_PROMPTS" "more-none" "more-adaptive --draft ngram" "more-k4 --draft ngram --draft-max 4"
     same "more-adaptive" "more-none"
-    runset "more-k4" "$TARGET" "$MORE_PROMPTS" --draft ngram --draft-max 4
 fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = synth ]; then
@@ -187,10 +209,9 @@ if [ "$WHAT" = all ] || [ "$WHAT" = synth ]; then
     NGEN_SAVE=$NGEN
     NGEN=${SYNTH_NGEN:-32}
     echo "== synthetic qwen3-30b-a3b streaming at --mem $SYNTH_MEM, $NGEN tokens per prompt"
-    runset "synth-none" "$SYNTH" "$PAIR_PROMPTS" --mem "$SYNTH_MEM"
-    runset "synth-ngram" "$SYNTH" "$PAIR_PROMPTS" --mem "$SYNTH_MEM" --draft ngram
+    runset "$SYNTH" "$PAIR_PROMPTS" "synth-none --mem $SYNTH_MEM" "synth-ngram --mem $SYNTH_MEM --draft ngram" \
+        "synth-random --mem $SYNTH_MEM --draft random"
     same synth-ngram synth-none
-    runset "synth-random" "$SYNTH" "$PAIR_PROMPTS" --mem "$SYNTH_MEM" --draft random
     same synth-random synth-none
     NGEN=$NGEN_SAVE
 fi
