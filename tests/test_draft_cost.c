@@ -45,9 +45,10 @@ static void stream_base(draft_cost *c, double extra_hit)
     dcost_set_rate(c, 1e9);
     dcost_observe_routes(c, 1, 1, 8, 0.75, 0);
     dcost_observe_time(c, 1, 3.0 * MS, 2.0 * MS, 2e6);
-    /* two K = 1 verifications (a size seen once is not yet trusted): 14
-     * distinct, the 6 beyond the first position's held at EXTRA_HIT */
-    for (int i = 0; i < 2; i++) {
+    /* four K = 1 verifications (a size seen once is not yet trusted, nor
+     * the union's hit share before four): 14 distinct, the 6 beyond the
+     * first position's held at EXTRA_HIT */
+    for (int i = 0; i < 4; i++) {
         dcost_observe_routes(c, 2, 2, 14, 0.75, extra_hit);
         double miss = 2 + 6 * (1 - extra_hit);
         dcost_observe_time(c, 2, 1.2 * MS + miss * MS, miss * MS, miss * 1e6);
@@ -158,6 +159,48 @@ static void case_overlap_hides_reads(void)
     t_end();
 }
 
+/* Waits are weighed by the reading they waited for: a step that missed
+ * one expert still waits for the reads in flight around it, and must not
+ * count as much as one that missed eight. */
+static void case_beta_by_bytes(void)
+{
+    t_begin("draft cost: waits per read second are weighed by bytes");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_set_rate(&c, 1e9);
+    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
+    /* alternately 1 MB missing waiting 2 ms (2 per read second) and 8 MB
+     * waiting 4 ms (0.5): (2 + 4) / (1 + 8) = 2/3, where the mean of the
+     * ratios is 1.25 */
+    for (int i = 0; i < 8; i++)
+        dcost_observe_time(&c, 1, (i & 1 ? 5.0 : 3.0) * MS, (i & 1 ? 4.0 : 2.0) * MS, i & 1 ? 8e6 : 1e6);
+    /* T(1) = C(1) 1 ms + 2/3 x 4 MB missing (h1 0.5) / 1 GB/s */
+    T_CHECK(NEAR(dcost_predict(&c, 1), (1.0 + 4.0 * 2 / 3) * MS), "T(1) %g", dcost_predict(&c, 1));
+    t_end();
+}
+
+/* The union's hit share leans on the first position's until four passes
+ * measured it: the first passes of a run find the cache cold. */
+static void case_hx_trust(void)
+{
+    t_begin("draft cost: the union's hit share is trusted after four passes");
+    draft_cost c;
+    dcost_init(&c, 8, 128, 1e6);
+    dcost_set_rate(&c, 1e9);
+    dcost_observe_routes(&c, 1, 1, 8, 0.75, 0);
+    /* no pass: uniform routing's 15.5 for 2 tokens, the 7.5 beyond the
+     * first position's held as often as its own: 2 + 7.5 x 0.25 = 3.875 */
+    T_CHECK(NEAR(dcost_missing_bytes(&c, 2), 3.875e6), "no pass: missing(2) %g", dcost_missing_bytes(&c, 2));
+    dcost_observe_routes(&c, 2, 2, 14, 0.75, 0.0);
+    /* one pass held none of its 6 extra: hx 1/4 x 0 + 3/4 x 0.75 = 0.5625,
+     * 2 + 6 x 0.4375 = 4.625 */
+    T_CHECK(NEAR(dcost_missing_bytes(&c, 2), 4.625e6), "one pass: missing(2) %g", dcost_missing_bytes(&c, 2));
+    for (int i = 0; i < 3; i++) dcost_observe_routes(&c, 2, 2, 14, 0.75, 0.0);
+    /* four: hx 0 stands, 2 + 6 = 8 */
+    T_CHECK(NEAR(dcost_missing_bytes(&c, 2), 8e6), "four passes: missing(2) %g", dcost_missing_bytes(&c, 2));
+    t_end();
+}
+
 /* Read waits are bursty both ways (a throttled disk serves a step's reads
  * in 2 ms or in 90 ms): one verification of a new size that happened to
  * wait for nothing must not make that size look free. */
@@ -171,10 +214,13 @@ static void case_lucky_pass(void)
         dcost_observe_routes(&c, 1, 1, 8, 0.75, 0);
         dcost_observe_time(&c, 1, 3.0 * MS, 2.0 * MS, 2e6);
     }
-    /* a K = 2 pass (3 positions) missing 10 MB that waited 0.1 ms: its own
-     * beta 0.01, one sample of 4 trusted: 1/4 x 0.01 + 3/4 x 1 = 0.7525 */
-    dcost_observe_routes(&c, 3, 3, 20, 0.75, 0.0);
-    dcost_observe_time(&c, 3, 1.5 * MS, 0.1 * MS, 10e6);
+    /* K = 2 passes (3 positions) whose extra experts all missed: three
+     * missing 10 MB waited 10 ms, the fourth 0.1 ms; beta(3), the mean
+     * wait over the mean reading, (3 x 10 + 0.1) / 40 = 0.7525 */
+    for (int i = 0; i < 4; i++) {
+        dcost_observe_routes(&c, 3, 3, 20, 0.75, 0.0);
+        dcost_observe_time(&c, 3, i < 3 ? 11.5 * MS : 1.5 * MS, i < 3 ? 10.0 * MS : 0.1 * MS, 10e6);
+    }
     double miss = dcost_missing_bytes(&c, 3), want = dcost_compute(&c, 3) + 0.7525 * miss / 1e9;
     T_CHECK(NEAR(dcost_predict(&c, 3), want), "T(3) %g, want %g", dcost_predict(&c, 3), want);
     /* so drafting 2 at acceptance 0.9 still loses to the plain step */
@@ -189,8 +235,9 @@ static void case_lucky_pass(void)
  * leans on what passes of every size waited once they are known, not on
  * the plain step's: passes of 3 positions waited their reads in full
  * (beta 1, 4 samples), plain steps a quarter (0.25); one pass of 9 waiting
- * half: 1/4 x 0.5 + 3/4 x 0.9 (the mean over the 5 passes) = 0.8, where
- * leaning on the plain step gave 1/4 x 0.5 + 3/4 x 0.25 = 0.3125. */
+ * half its 20 ms: 1/4 x 0.5 + 3/4 x 50 / 60 (the 5 passes' waits over
+ * their reading) = 0.75, where leaning on the plain step gave 1/4 x 0.5 +
+ * 3/4 x 0.25 = 0.3125. */
 static void case_pass_beta(void)
 {
     t_begin("draft cost: a size seen a few times leans on every pass's waits");
@@ -201,7 +248,7 @@ static void case_pass_beta(void)
     for (int i = 0; i < 20; i++) dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
     for (int i = 0; i < 4; i++) dcost_observe_time(&c, 3, 12.0 * MS, 10.0 * MS, 10e6);
     dcost_observe_time(&c, 9, 14.0 * MS, 10.0 * MS, 20e6);
-    double want = dcost_compute(&c, 9) + 0.8 * dcost_missing_bytes(&c, 9) / 1e9;
+    double want = dcost_compute(&c, 9) + 0.75 * dcost_missing_bytes(&c, 9) / 1e9;
     T_CHECK(NEAR(dcost_predict(&c, 9), want), "T(9) %g, want %g", dcost_predict(&c, 9), want);
     /* the plain step keeps its own */
     T_CHECK(NEAR(dcost_predict(&c, 1), (1.0 + 0.25 * 4) * MS), "T(1) %g", dcost_predict(&c, 1));
@@ -325,6 +372,8 @@ int main(void)
     case_stream_cached_union();
     case_repeated_tokens();
     case_overlap_hides_reads();
+    case_beta_by_bytes();
+    case_hx_trust();
     case_lucky_pass();
     case_slow_outlier();
     case_weighted_line();

@@ -13,17 +13,27 @@ static void avg_add(dcost_avg *a, double x)
     a->n++;
 }
 
-/* Read waits per read second: the mean of the samples, then of about the
- * last 16.  They are bimodal on a throttled or shared disk (a step's reads
- * served at once, or after the next 100 ms slice), and an average of the
- * last four swung the plain step's predicted cost between 7 and 68 ms
- * around a true mean of 19: drafting got chosen whenever it swung high. */
-static void wait_add(dcost_avg *a, double x)
+/* Read waits per read second: the mean wait over the mean seconds of
+ * reading, over all the samples, then about the last 16.  By bytes, not
+ * by steps: a step that missed one expert still waits for the reads in
+ * flight around it, and averaging each step's own ratio let those count
+ * as much as steps that missed ten (tinymoe at 25% cached: plain steps'
+ * mean ratio 2.0-3.2 where their total waits over their total reading
+ * were 1.6, and passes, missing 3-20x as much, waited 0.9-1.6).  Over 16:
+ * waits are bimodal on a throttled or shared disk (a step's reads served
+ * at once, or after the next 100 ms slice), and an average of the last
+ * four swung the plain step's predicted cost between 7 and 68 ms around a
+ * true mean of 19: drafting got chosen whenever it swung high. */
+static void wait_add(dcost_ratio *a, double wait_s, double read_s)
 {
     enum { MEMORY = 16 };
     a->n++;
-    a->v += (x - a->v) / (double)(a->n < MEMORY ? a->n : MEMORY);
+    double w = 1.0 / (double)(a->n < MEMORY ? a->n : MEMORY);
+    a->wait += w * (wait_s - a->wait);
+    a->read += w * (read_s - a->read);
 }
+
+static double ratio_of(const dcost_ratio *a) { return a->read > 0 ? a->wait / a->read : 1; }
 
 /* Step times: the median of the last DCOST_RECENT samples.  Robust to one
  * slow pass (interference, a page fault, the first pass of a size growing
@@ -85,9 +95,9 @@ void dcost_observe_time(draft_cost *c, int n_pos, double seconds, double wait_s,
     else if (c->c[1].n && c->c[1].v > 0) time_add(&c->r[n_pos], t / c->c[1].v);
     /* wait per second of reading: only a step that read something says it */
     if (c->rate > 0 && missing_bytes > 0) {
-        double b = wait_s / (missing_bytes / c->rate);
-        wait_add(&c->beta[n_pos], b);
-        if (n_pos > 1) wait_add(&c->beta_pass, b);
+        double read_s = missing_bytes / c->rate;
+        wait_add(&c->beta[n_pos], wait_s, read_s);
+        if (n_pos > 1) wait_add(&c->beta_pass, wait_s, read_s);
     }
 }
 
@@ -98,15 +108,20 @@ static double uniform_union(const draft_cost *c, int n)
     return e * (1 - pow(1 - k / e, n));
 }
 
-/* The measured n nearest N_POS in A (the lower on a tie), from FROM up; 0: none. */
-static int nearest(const dcost_avg *a, int n_pos, int from)
+/* The measured n nearest N_POS (the lower on a tie), from FROM up, in an
+ * array of averages whose sample counts are STRIDE bytes apart from N0;
+ * 0: none. */
+static int nearest_at(const void *n0, size_t stride, int n_pos, int from)
 {
+    const char *p = n0;
     for (int d = 0; d < DCOST_MAX_POS; d++) {
-        if (n_pos - d >= from && a[n_pos - d].n) return n_pos - d;
-        if (d && n_pos + d <= DCOST_MAX_POS && a[n_pos + d].n) return n_pos + d;
+        int lo = n_pos - d, hi = n_pos + d;
+        if (lo >= from && *(const int64_t *)(p + (size_t)lo * stride)) return lo;
+        if (d && hi <= DCOST_MAX_POS && *(const int64_t *)(p + (size_t)hi * stride)) return hi;
     }
     return 0;
 }
+#define NEAREST(a, n_pos, from) nearest_at(&(a)[0].n, sizeof(a)[0], n_pos, from)
 
 double dcost_union(const draft_cost *c, int n_tok)
 {
@@ -114,17 +129,24 @@ double dcost_union(const draft_cost *c, int n_tok)
     if (n_tok > DCOST_MAX_POS) n_tok = DCOST_MAX_POS;
     if (c->u[n_tok].n) return c->u[n_tok].v;
     /* the overlap measured at the nearest m */
-    int m = nearest(c->u, n_tok, 2);
+    int m = NEAREST(c->u, n_tok, 2);
     double ratio = m ? (c->u[m].v - c->n_used) / (uniform_union(c, m) - c->n_used) : 1;
     double u = c->n_used + ratio * (uniform_union(c, n_tok) - c->n_used);
     double top = fmin((double)n_tok * c->n_used, c->n_expert);
     return u < c->n_used ? c->n_used : u > top ? top : u;
 }
 
+/* hx leans on h1 until HX_TRUSTED passes measured it, as beta_of leans
+ * on its prior: the first passes of a run find the cache cold (tinymoe's
+ * quote prompt at 25% cached: 0.26-0.41 against 0.45-0.9 later), and
+ * taken alone they priced every pass at twice its reads, so the lookup
+ * never verified again to correct them. */
+enum { HX_TRUSTED = 4 };
 double dcost_missing_bytes(const draft_cost *c, int n_tok)
 {
     if (!c->n_used || !(c->rate > 0)) return 0;
-    double h1 = c->h1.n ? c->h1.v : 0, hx = c->hx.n ? c->hx.v : h1;
+    double h1 = c->h1.n ? c->h1.v : 0, w = c->hx.n >= HX_TRUSTED ? 1 : (double)c->hx.n / HX_TRUSTED;
+    double hx = w * c->hx.v + (1 - w) * h1;
     double k = c->n_used, miss = k * (1 - h1) + (dcost_union(c, n_tok) - k) * (1 - hx);
     return miss * c->expert_bytes;
 }
@@ -184,15 +206,15 @@ double dcost_compute(const draft_cost *c, int n_pos)
 static double beta_of(const draft_cost *c, int n_pos)
 {
     enum { TRUSTED = 4 }; /* samples after which a beta stands alone */
-    double plain = c->beta[1].n ? c->beta[1].v : 1;
+    double plain = c->beta[1].n ? ratio_of(&c->beta[1]) : 1;
     if (n_pos <= 1) return plain;
-    double prior = c->beta_pass.n >= TRUSTED ? c->beta_pass.v : plain;
-    int m = nearest(c->beta, n_pos, 2);
+    double prior = c->beta_pass.n >= TRUSTED ? ratio_of(&c->beta_pass) : plain;
+    int m = NEAREST(c->beta, n_pos, 2);
     if (!m) return prior;
-    const dcost_avg *b = &c->beta[m];
-    if (b->n >= TRUSTED) return b->v;
+    const dcost_ratio *b = &c->beta[m];
+    if (b->n >= TRUSTED) return ratio_of(b);
     double w = (double)b->n / TRUSTED;
-    return w * b->v + (1 - w) * prior;
+    return w * ratio_of(b) + (1 - w) * prior;
 }
 
 bool dcost_priced(const draft_cost *c)

@@ -21,7 +21,8 @@
  *   not of the cache: an unmeasured m gets uniform routing's
  *   E (1 - (1 - k/E)^m) scaled by the overlap seen at the nearest measured
  *   m); hx the hit share of the union's experts beyond the first position's
- *   (rarer experts, fewer hits).  Distinct tokens, not positions: a token
+ *   (rarer experts, fewer hits; it leans on h1 until four passes measured
+ *   it, the first ones finding the cache cold).  Distinct tokens, not positions: a token
  *   routes much as it did a position before, so a pass over a run of one
  *   repeated token (code's indentation, a list's numbering) reads little
  *   more than one position's experts, where uniform growth over positions
@@ -30,8 +31,8 @@
  * rate: the store's measured read rate while busy (0: experts in RAM, no
  *   reads); beta(n): the seconds a step over n positions waited per second
  *   of its missing reads (reads overlap compute, more of it as n grows, and
- *   each other): measured per n, the nearest measured n's until seen, 1
- *   before any.
+ *   each other), its mean wait over its mean reading: measured per n, the
+ *   nearest measured n's until seen, 1 before any.
  *
  * Pure arithmetic over what it is told, so tests drive it with synthetic
  * measurements. */
@@ -48,6 +49,11 @@ typedef struct {
     int64_t n;
 } dcost_avg; /* an exponential moving average and its sample count */
 
+typedef struct {
+    double wait, read; /* seconds waited and seconds of reading missed, averaged alike */
+    int64_t n;
+} dcost_ratio; /* waits per read second: the ratio of the two averages */
+
 enum { DCOST_RECENT = 8 };
 typedef struct {
     double v;     /* the median of the recent samples (of the first two, their minimum) */
@@ -62,8 +68,8 @@ typedef struct {
     dcost_med c[DCOST_MAX_POS + 1]; /* seconds not waiting, per positions */
     dcost_med r[DCOST_MAX_POS + 1]; /* ... over the plain step's when measured (r[1] = 1) */
     dcost_avg u[DCOST_MAX_POS + 1]; /* distinct experts per MoE layer, per positions */
-    dcost_avg beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
-    dcost_avg beta_pass;               /* ... over every pass of 2 or more positions */
+    dcost_ratio beta[DCOST_MAX_POS + 1]; /* read waits per read second, per positions */
+    dcost_ratio beta_pass;               /* ... over every pass of 2 or more positions */
     dcost_avg h1, hx;
 } draft_cost;
 
