@@ -1168,6 +1168,52 @@ static void test_pool(void)
     t_end();
 }
 
+/* The greedy pick, written from its definition: the first index of the
+ * largest number, NaNs skipped; all -inf: the first -inf; none: -1. */
+static int64_t argmax_ref(const float *x, int64_t n)
+{
+    int64_t at = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] == x[i] && (at < 0 || x[i] > x[at])) at = i;
+    return at;
+}
+
+static void test_argmax(void)
+{
+    t_begin("op_argmax: every path picks the definition's index (ties, NaN, -inf, tails)");
+    enum { N = 50257 };
+    static float x[N];
+    static const int64_t lens[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 1000, N};
+    uint64_t st = 7;
+    int checked = 0;
+    for (int kind = 0; kind < 9; kind++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int64_t n = lens[li];
+            for (int64_t i = 0; i < n; i++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t r = (uint32_t)(st >> 32);
+                x[i] = kind == 6 ? -INFINITY : kind == 7 ? NAN : -10.0f + 20.0f * (float)(r >> 8) / 16777216.0f;
+                if (kind == 8) x[i] = r & 1 ? NAN : -INFINITY; /* no number at all */
+                if (kind == 2 && r % 5 == 0) x[i] = NAN;
+                if (kind == 3) x[i] = (float)(r % 4); /* many ties of the maximum */
+            }
+            if (n > 0 && kind == 1) x[n - 1] = 11.0f;                 /* the last, in the tail */
+            if (n > 0 && kind == 4) x[0] = 11.0f, x[n - 1] = 11.0f;   /* the first of two */
+            if (n > 2 && kind == 5) x[n / 2] = INFINITY, x[n - 2] = INFINITY, x[1] = NAN;
+            int64_t want = argmax_ref(x, n);
+            if (want < 0)
+                for (int64_t i = 0; i < n && want < 0; i++) want = x[i] == -INFINITY ? i : -1;
+            for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+                int32_t got = op_argmax_isa(x, n, (sl_isa)isa);
+                T_CHECK(got == want, "%s, kind %d, n %lld: %d, want %lld", kernels_isa_name((sl_isa)isa), kind,
+                        (long long)n, got, (long long)want);
+                checked++;
+            }
+        }
+    T_CHECK(checked > 300, "%d cases", checked);
+    t_end();
+}
+
 int main(void)
 {
     (void)t_shared;
@@ -1186,6 +1232,7 @@ int main(void)
     test_matmul_guided();
     test_ops();
     test_swiglu_paths();
+    test_argmax();
     test_norm_rows();
     test_norm_order();
     test_pool();

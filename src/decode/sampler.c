@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "decode/sampler.h"
+#include "kernels/kernels.h"
 
 /* The penalty window: the last `cap` accepted tokens in a ring, and how
  * often each token occurs in it (count[id], over the whole vocabulary so
@@ -211,19 +212,7 @@ void sampler_reseed(sl_sampler *s, uint32_t seed)
 /* Two passes: the maximum over 8 independent lanes (no loop-carried
  * dependency, so it runs several times faster than a running argmax over a
  * 50k vocabulary), then the first index holding it. */
-int32_t sampler_argmax(const float *logits, int32_t n)
-{
-    float m[8];
-    for (int k = 0; k < 8; k++) m[k] = -INFINITY;
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) m[k] = logits[i + k] > m[k] ? logits[i + k] : m[k];
-    for (; i < n; i++) m[0] = logits[i] > m[0] ? logits[i] : m[0];
-    for (int k = 1; k < 8; k++) m[0] = m[k] > m[0] ? m[k] : m[0];
-    for (i = 0; i < n; i++)
-        if (logits[i] == m[0]) return i;
-    return -1; /* all NaN: -INFINITY matches no NaN */
-}
+int32_t sampler_argmax(const float *logits, int32_t n) { return op_argmax(logits, n); }
 
 /* Whether any of N logits is a number (it returns at once, as a rule). */
 static bool any_number(const float *logits, int32_t n)

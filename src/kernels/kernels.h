@@ -146,6 +146,12 @@ double op_soft_max_sum(float *y, const float *x, int64_t n, float max);
 /* The same on path ISA (every path gives the same bits; tests compare). */
 double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa);
 
+/* The index of the first maximum of X[0, N), NaNs ignored (all -inf: 0;
+ * all NaN, or N = 0: -1): greedy decoding's pick, once per emitted token. */
+int32_t op_argmax(const float *x, int64_t n);
+/* The same on path ISA (every path gives the same index; tests compare). */
+int32_t op_argmax_isa(const float *x, int64_t n, sl_isa isa);
+
 /* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */
 uint16_t fp32_to_fp16(float f);
 float fp16_to_fp32(uint16_t h);

@@ -165,6 +165,11 @@ void kq_silu_avx2(float *out, const float *x, int64_t n);
 double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max);
 double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max);
 
+/* Over n (a multiple of 16 / 8): the largest value above *MAX and the index
+ * of its first occurrence into *MAX, *AT (unchanged when none is above). */
+void kq_argmax_avx512(const float *x, int64_t n, float *max, int64_t *at);
+void kq_argmax_avx2(const float *x, int64_t n, float *max, int64_t *at);
+
 /* Canonical final reduction of the 16 float lanes used for F32/F16/BF16. */
 static inline float kq_tree16(float *l)
 {

@@ -74,3 +74,23 @@ void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n)
     for (int64_t i = 0; i + 8 <= n; i += 8)
         _mm256_storeu_ps(out + i, _mm256_mul_ps(v_silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
 }
+
+/* kq_argmax_avx512's scheme on 8 lanes. */
+void kq_argmax_avx2(const float *x, int64_t n, float *max, int64_t *at)
+{
+    __m256 m = _mm256_set1_ps(*max);
+    __m256i ix = _mm256_set1_epi32(-1), idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i step = _mm256_set1_epi32(8);
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), g = _mm256_cmp_ps(v, m, _CMP_GT_OQ);
+        m = _mm256_blendv_ps(m, v, g);
+        ix = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(ix), _mm256_castsi256_ps(idx), g));
+        idx = _mm256_add_epi32(idx, step);
+    }
+    float mv[8];
+    int32_t iv[8];
+    _mm256_storeu_ps(mv, m);
+    _mm256_storeu_si256((__m256i *)iv, ix);
+    for (int l = 0; l < 8; l++)
+        if (mv[l] > *max || (mv[l] == *max && iv[l] >= 0 && iv[l] < *at)) *max = mv[l], *at = iv[l];
+}

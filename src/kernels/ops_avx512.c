@@ -56,3 +56,36 @@ void kq_swiglu_avx512(float *out, const float *g, const float *u, int64_t n)
     for (int64_t i = 0; i + 16 <= n; i += 16)
         _mm512_storeu_ps(out + i, _mm512_mul_ps(v_silu16(_mm512_loadu_ps(g + i)), _mm512_loadu_ps(u + i)));
 }
+
+/* Two running maxima of 16 lanes each, every lane the first index of its
+ * own maximum (a strictly greater value replaces it: NaN never does); the
+ * answer is the least index among lanes holding the overall maximum. */
+void kq_argmax_avx512(const float *x, int64_t n, float *max, int64_t *at)
+{
+    __m512 m0 = _mm512_set1_ps(*max), m1 = m0;
+    __m512i i0 = _mm512_set1_epi32(-1), i1 = i0;
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+        __mmask16 g0 = _mm512_cmp_ps_mask(v0, m0, _CMP_GT_OQ), g1;
+        m0 = _mm512_mask_mov_ps(m0, g0, v0), i0 = _mm512_mask_mov_epi32(i0, g0, idx);
+        idx = _mm512_add_epi32(idx, step);
+        g1 = _mm512_cmp_ps_mask(v1, m1, _CMP_GT_OQ);
+        m1 = _mm512_mask_mov_ps(m1, g1, v1), i1 = _mm512_mask_mov_epi32(i1, g1, idx);
+        idx = _mm512_add_epi32(idx, step);
+    }
+    if (i < n) { /* one more 16 */
+        __m512 v0 = _mm512_loadu_ps(x + i);
+        __mmask16 g0 = _mm512_cmp_ps_mask(v0, m0, _CMP_GT_OQ);
+        m0 = _mm512_mask_mov_ps(m0, g0, v0), i0 = _mm512_mask_mov_epi32(i0, g0, idx);
+    }
+    float best = fmaxf(_mm512_reduce_max_ps(m0), _mm512_reduce_max_ps(m1));
+    if (!(best > *max)) return;
+    const __m512 b = _mm512_set1_ps(best);
+    __mmask16 e0 = _mm512_cmp_ps_mask(m0, b, _CMP_EQ_OQ), e1 = _mm512_cmp_ps_mask(m1, b, _CMP_EQ_OQ);
+    int32_t a0 = e0 ? _mm512_mask_reduce_min_epi32(e0, i0) : INT32_MAX;
+    int32_t a1 = e1 ? _mm512_mask_reduce_min_epi32(e1, i1) : INT32_MAX;
+    *max = best, *at = a0 < a1 ? a0 : a1;
+}
