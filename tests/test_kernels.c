@@ -992,7 +992,7 @@ static void tie_vector(float *x, int n, int k)
  * infinities and NaN, every length 1..300. */
 static void test_norm_order(void)
 {
-    t_begin("op_rms_norm equals ggml's ordered double sum bit for bit (values where the order matters included)");
+    t_begin("op_rms_norm equals ggml's ordered double sum bit for bit on every path (values where the order matters included)");
     enum { N = 300 };
     float x[N], w[N], ref[N], out[N];
     rand_acts(w, N, 0);
@@ -1002,8 +1002,11 @@ static void test_norm_order(void)
             tie_vector(x, n, k);
             ggml_rms_norm(ref, x, NULL, n, 0.0f); /* an epsilon would move the tie */
             mattered += order_matters(x, ref, n, 0.0f);
-            op_rms_norm(out, x, NULL, n, 0.0f);
-            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "tie vector n %d k %d", n, k);
+            for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+                op_rms_norm_isa(out, x, NULL, n, 0.0f, (sl_isa)isa);
+                T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "%s: tie vector n %d k %d",
+                        kernels_isa_name((sl_isa)isa), n, k);
+            }
         }
     T_CHECK(mattered >= 10, "an interleaved sum differs on only %d of the 45 tie vectors", mattered);
     for (int kind = 0; kind < 6; kind++)
@@ -1018,8 +1021,11 @@ static void test_norm_order(void)
             }
             if (kind == 5) x[rnd() % (unsigned)n] = rnd() % 2 ? INFINITY : NAN;
             ggml_rms_norm(ref, x, w, n, 1e-6f);
-            op_rms_norm(out, x, w, n, 1e-6f);
-            T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "kind %d n %d", kind, n);
+            for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+                op_rms_norm_isa(out, x, w, n, 1e-6f, (sl_isa)isa);
+                T_CHECK(memcmp(out, ref, sizeof(float) * (size_t)n) == 0, "%s: kind %d n %d",
+                        kernels_isa_name((sl_isa)isa), kind, n);
+            }
         }
     t_end();
 }

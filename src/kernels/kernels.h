@@ -122,6 +122,8 @@ void mat_get_row(const sl_mat *w, int64_t r, float *out);
 
 /* out = x / sqrt(mean(x^2) + eps) * w  (w may be NULL); sum in double like ggml. */
 void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* The same on path ISA (clamped to the detected one): the same bits. */
+void op_rms_norm_isa(float *out, const float *x, const float *w, int64_t n, float eps, sl_isa isa);
 /* op_rms_norm of ROWS rows of N (row stride N), the same bits per row. */
 void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps);
 /* In-place softmax over n values, max-subtracted. */

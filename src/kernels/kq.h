@@ -165,6 +165,15 @@ void kq_silu_avx2(float *out, const float *x, int64_t n);
 double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max);
 double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max);
 
+/* rms_norm's pieces over n (a multiple of 8 / 16 / 8): S[k] += (double)
+ * (x * x) for the elements k mod 8, in order, and *TMIN the least positive
+ * square below it (ops.c, sum_squares); out = x * scale * w (w NULL: x *
+ * scale). */
+void kq_sumsq8_avx512(const float *x, int64_t n, double *s, float *tmin);
+void kq_sumsq8_avx2(const float *x, int64_t n, double *s, float *tmin);
+void kq_norm_apply_avx512(float *out, const float *x, float scale, const float *w, int64_t n);
+void kq_norm_apply_avx2(float *out, const float *x, float scale, const float *w, int64_t n);
+
 /* Over n (a multiple of 16 / 8): the largest value above *MAX and the index
  * of its first occurrence into *MAX, *AT (unchanged when none is above). */
 void kq_argmax_avx512(const float *x, int64_t n, float *max, int64_t *at);

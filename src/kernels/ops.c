@@ -72,11 +72,13 @@ void op_swiglu(float *out, const float *g, const float *u, int64_t n)
  * is within that bound with room for the estimate's own rounding; past it
  * (tiny squares beside large ones, an infinity, a NaN) the sum is redone
  * in order. */
-static double sum_squares(const float *x, int64_t n)
+static double sum_squares(const float *x, int64_t n, sl_isa isa)
 {
     double s[8] = {0};
     float tmin = INFINITY;
     int64_t i = 0;
+    if (isa == SL_ISA_AVX512) i = n & ~(int64_t)7, kq_sumsq8_avx512(x, i, s, &tmin);
+    else if (isa == SL_ISA_AVX2) i = n & ~(int64_t)7, kq_sumsq8_avx2(x, i, s, &tmin);
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) {
             float p = x[i + k] * x[i + k];
@@ -95,14 +97,23 @@ static double sum_squares(const float *x, int64_t n)
     return sum;
 }
 
+void op_rms_norm_isa(float *out, const float *x, const float *w, int64_t n, float eps, sl_isa isa)
+{
+    if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
+    float mean = (float)(sum_squares(x, n, isa) / (double)n);
+    float scale = 1.0f / sqrtf(mean + eps);
+    int64_t i = 0;
+    if (isa == SL_ISA_AVX512) i = n & ~(int64_t)15, kq_norm_apply_avx512(out, x, scale, w, i);
+    else if (isa == SL_ISA_AVX2) i = n & ~(int64_t)7, kq_norm_apply_avx2(out, x, scale, w, i);
+    if (w)
+        for (; i < n; i++) out[i] = x[i] * scale * w[i];
+    else
+        for (; i < n; i++) out[i] = x[i] * scale;
+}
+
 void op_rms_norm(float *out, const float *x, const float *w, int64_t n, float eps)
 {
-    float mean = (float)(sum_squares(x, n) / (double)n);
-    float scale = 1.0f / sqrtf(mean + eps);
-    if (w)
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
-    else
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+    op_rms_norm_isa(out, x, w, n, eps, kernels_isa_detected());
 }
 
 void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, int64_t n, float eps)

@@ -94,3 +94,32 @@ void kq_argmax_avx2(const float *x, int64_t n, float *max, int64_t *at)
     for (int l = 0; l < 8; l++)
         if (mv[l] > *max || (mv[l] == *max && iv[l] >= 0 && iv[l] < *at)) *max = mv[l], *at = iv[l];
 }
+
+/* kq_sumsq8_avx512 with the eight sums in two vectors of four. */
+void kq_sumsq8_avx2(const float *x, int64_t n, double *s, float *tmin)
+{
+    __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4);
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 lo = _mm256_set1_ps(*tmin);
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), p = _mm256_mul_ps(v, v);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        __m256 pos = _mm256_blendv_ps(inf, p, _mm256_cmp_ps(p, _mm256_setzero_ps(), _CMP_GT_OQ));
+        lo = _mm256_min_ps(pos, lo);
+    }
+    _mm256_storeu_pd(s, a0);
+    _mm256_storeu_pd(s + 4, a1);
+    float l[8];
+    _mm256_storeu_ps(l, lo);
+    for (int k = 0; k < 8; k++) *tmin = l[k] < *tmin ? l[k] : *tmin;
+}
+
+void kq_norm_apply_avx2(float *out, const float *x, float scale, const float *w, int64_t n)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), sc);
+        _mm256_storeu_ps(out + i, w ? _mm256_mul_ps(y, _mm256_loadu_ps(w + i)) : y);
+    }
+}

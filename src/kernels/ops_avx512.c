@@ -89,3 +89,29 @@ void kq_argmax_avx512(const float *x, int64_t n, float *max, int64_t *at)
     int32_t a1 = e1 ? _mm512_mask_reduce_min_epi32(e1, i1) : INT32_MAX;
     *max = best, *at = a0 < a1 ? a0 : a1;
 }
+
+/* The eight interleaved double sums of ops.c's sum_squares, one lane each:
+ * the same float square and double add per element, in the same order. */
+void kq_sumsq8_avx512(const float *x, int64_t n, double *s, float *tmin)
+{
+    __m512d acc = _mm512_loadu_pd(s);
+    __m256 lo = _mm256_set1_ps(*tmin);
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i), p = _mm256_mul_ps(v, v);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(p));
+        lo = _mm256_mask_min_ps(lo, _mm256_cmp_ps_mask(p, _mm256_setzero_ps(), _CMP_GT_OQ), p, lo);
+    }
+    _mm512_storeu_pd(s, acc);
+    float l[8];
+    _mm256_storeu_ps(l, lo);
+    for (int k = 0; k < 8; k++) *tmin = l[k] < *tmin ? l[k] : *tmin;
+}
+
+void kq_norm_apply_avx512(float *out, const float *x, float scale, const float *w, int64_t n)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x + i), sc);
+        _mm512_storeu_ps(out + i, w ? _mm512_mul_ps(y, _mm512_loadu_ps(w + i)) : y);
+    }
+}
