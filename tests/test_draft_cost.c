@@ -11,6 +11,15 @@ static const double MS = 1e-3;
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 + 1e-9 * fabs(b))
 
+/* A model read at 1 GB/s whose plain steps found a share FIRST_HIT of
+ * their 8 experts held. */
+static void streamed(draft_cost *c, double first_hit)
+{
+    dcost_init(c, 8, 128, 1e6);
+    dcost_set_rate(c, 1e9);
+    dcost_observe_routes(c, 1, 1, 8, first_hit, 0);
+}
+
 /* In RAM: the choice is tokens / (C(K + 1) + K * draft) against 1 / C(1). */
 static void case_ram(void)
 {
@@ -120,9 +129,7 @@ static void case_overlap_hides_reads(void)
 {
     t_begin("draft cost: waits per read second are measured (beta)");
     draft_cost c;
-    dcost_init(&c, 8, 128, 1e6);
-    dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
+    streamed(&c, 0.5);
     /* 4 missing (4 ms of reading) waited only 1 ms: beta 0.25; C(1) 1 ms */
     dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
     T_CHECK(NEAR(dcost_predict(&c, 1), 2.0 * MS), "T(1) %g", dcost_predict(&c, 1));
@@ -166,9 +173,7 @@ static void case_beta_by_bytes(void)
 {
     t_begin("draft cost: waits per read second are weighed by bytes");
     draft_cost c;
-    dcost_init(&c, 8, 128, 1e6);
-    dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
+    streamed(&c, 0.5);
     /* alternately 1 MB missing waiting 2 ms (2 per read second) and 8 MB
      * waiting 4 ms (0.5): (2 + 4) / (1 + 8) = 2/3, where the mean of the
      * ratios is 1.25 */
@@ -185,9 +190,7 @@ static void case_hx_trust(void)
 {
     t_begin("draft cost: the union's hit share is trusted after four passes");
     draft_cost c;
-    dcost_init(&c, 8, 128, 1e6);
-    dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 1, 8, 0.75, 0);
+    streamed(&c, 0.75);
     /* no pass: uniform routing's 15.5 for 2 tokens, the 7.5 beyond the
      * first position's held as often as its own: 2 + 7.5 x 0.25 = 3.875 */
     T_CHECK(NEAR(dcost_missing_bytes(&c, 2), 3.875e6), "no pass: missing(2) %g", dcost_missing_bytes(&c, 2));
@@ -242,9 +245,7 @@ static void case_pass_beta(void)
 {
     t_begin("draft cost: a size seen a few times leans on every pass's waits");
     draft_cost c;
-    dcost_init(&c, 8, 128, 1e6);
-    dcost_set_rate(&c, 1e9);
-    dcost_observe_routes(&c, 1, 1, 8, 0.5, 0);
+    streamed(&c, 0.5);
     for (int i = 0; i < 20; i++) dcost_observe_time(&c, 1, 2.0 * MS, 1.0 * MS, 4e6);
     for (int i = 0; i < 4; i++) dcost_observe_time(&c, 3, 12.0 * MS, 10.0 * MS, 10e6);
     dcost_observe_time(&c, 9, 14.0 * MS, 10.0 * MS, 20e6);

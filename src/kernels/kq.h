@@ -169,6 +169,11 @@ double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max);
  * (x * x) for the elements k mod 8, in order, and *TMIN the least positive
  * square below it (ops.c, sum_squares); out = x * scale * w (w NULL: x *
  * scale). */
+static inline float kq_min8(const float *l, float m)
+{
+    for (int k = 0; k < 8; k++) m = l[k] < m ? l[k] : m;
+    return m;
+}
 void kq_sumsq8_avx512(const float *x, int64_t n, double *s, float *tmin);
 void kq_sumsq8_avx2(const float *x, int64_t n, double *s, float *tmin);
 void kq_norm_apply_avx512(float *out, const float *x, float scale, const float *w, int64_t n);

@@ -104,7 +104,7 @@ void kq_sumsq8_avx512(const float *x, int64_t n, double *s, float *tmin)
     _mm512_storeu_pd(s, acc);
     float l[8];
     _mm256_storeu_ps(l, lo);
-    for (int k = 0; k < 8; k++) *tmin = l[k] < *tmin ? l[k] : *tmin;
+    *tmin = kq_min8(l, *tmin);
 }
 
 void kq_norm_apply_avx512(float *out, const float *x, float scale, const float *w, int64_t n)
