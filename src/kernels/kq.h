@@ -165,17 +165,18 @@ void kq_silu_avx2(float *out, const float *x, int64_t n);
 double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max);
 double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max);
 
-/* rms_norm's pieces over n (a multiple of 8 / 16 / 8): S[k] += (double)
- * (x * x) for the elements k mod 8, in order, and *TMIN the least positive
- * square below it (ops.c, sum_squares); out = x * scale * w (w NULL: x *
- * scale). */
+/* The least of M and the 8 floats at L. */
 static inline float kq_min8(const float *l, float m)
 {
     for (int k = 0; k < 8; k++) m = l[k] < m ? l[k] : m;
     return m;
 }
+/* rms_norm's pieces (ops.c, sum_squares).  Over n, a multiple of 8:
+ * S[k] += (double)(x * x) for the elements k mod 8, in order, and *TMIN
+ * the least positive square below it. */
 void kq_sumsq8_avx512(const float *x, int64_t n, double *s, float *tmin);
 void kq_sumsq8_avx2(const float *x, int64_t n, double *s, float *tmin);
+/* Over n, a multiple of 16 / 8: out = x * scale * w (w NULL: x * scale). */
 void kq_norm_apply_avx512(float *out, const float *x, float scale, const float *w, int64_t n);
 void kq_norm_apply_avx2(float *out, const float *x, float scale, const float *w, int64_t n);
 
