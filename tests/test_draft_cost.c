@@ -50,9 +50,7 @@ static void case_ram(void)
  * a plain step misses 8 x 0.25 = 2 experts (2 ms; waited 2 ms: beta 1). */
 static void stream_base(draft_cost *c, double extra_hit)
 {
-    dcost_init(c, 8, 128, 1e6);
-    dcost_set_rate(c, 1e9);
-    dcost_observe_routes(c, 1, 1, 8, 0.75, 0);
+    streamed(c, 0.75);
     dcost_observe_time(c, 1, 3.0 * MS, 2.0 * MS, 2e6);
     /* four K = 1 verifications (a size seen once is not yet trusted, nor
      * the union's hit share before four): 14 distinct, the 6 beyond the

@@ -1210,7 +1210,7 @@ static void test_argmax(void)
             if (want < 0)
                 for (int64_t i = 0; i < n && want < 0; i++) want = x[i] == -INFINITY ? i : -1;
             for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
-                int32_t got = op_argmax_isa(x, n, (sl_isa)isa);
+                int32_t got = op_argmax_isa(x, (int32_t)n, (sl_isa)isa);
                 T_CHECK(got == want, "%s, kind %d, n %lld: %d, want %lld", kernels_isa_name((sl_isa)isa), kind,
                         (long long)n, got, (long long)want);
                 checked++;

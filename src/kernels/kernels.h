@@ -150,9 +150,9 @@ double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_is
 
 /* The index of the first maximum of X[0, N), NaNs ignored (all -inf: 0;
  * all NaN, or N = 0: -1): greedy decoding's pick, once per emitted token. */
-int32_t op_argmax(const float *x, int64_t n);
+int32_t op_argmax(const float *x, int32_t n);
 /* The same on path ISA (every path gives the same index; tests compare). */
-int32_t op_argmax_isa(const float *x, int64_t n, sl_isa isa);
+int32_t op_argmax_isa(const float *x, int32_t n, sl_isa isa);
 
 /* fp16 / bf16 conversions, bit-exact with ggml (round to nearest even). */
 uint16_t fp32_to_fp16(float f);

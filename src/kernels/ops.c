@@ -124,12 +124,11 @@ void op_rms_norm_rows(float *out, const float *x, const float *w, int64_t rows, 
 /* One pass: a value replaces the best only when strictly above it, so the
  * first of equal maxima stays and a NaN never enters.  Only when nothing
  * was above -inf (every value -inf or NaN) is the first -inf looked for. */
-int32_t op_argmax_isa(const float *x, int64_t n, sl_isa isa)
+int32_t op_argmax_isa(const float *x, int32_t n, sl_isa isa)
 {
     float max = -INFINITY;
     int64_t at = -1, i = 0;
     if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
-    if (n > INT32_MAX) isa = SL_ISA_SCALAR; /* the SIMD paths count in 32-bit lanes */
     if (isa == SL_ISA_AVX512) i = n & ~(int64_t)15, kq_argmax_avx512(x, i, &max, &at);
     else if (isa == SL_ISA_AVX2) i = n & ~(int64_t)7, kq_argmax_avx2(x, i, &max, &at);
     for (; i < n; i++)
@@ -139,7 +138,7 @@ int32_t op_argmax_isa(const float *x, int64_t n, sl_isa isa)
     return (int32_t)at;
 }
 
-int32_t op_argmax(const float *x, int64_t n) { return op_argmax_isa(x, n, kernels_isa_detected()); }
+int32_t op_argmax(const float *x, int32_t n) { return op_argmax_isa(x, n, kernels_isa_detected()); }
 
 void op_softmax(float *x, int64_t n) { op_softmax_sink(x, n, NULL); }
 
