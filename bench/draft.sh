@@ -5,7 +5,8 @@
 # per accepted token from --stats-json.  The configurations of a set run
 # side by side (each round runs every one, the order reversed every other
 # round), and each row's "vs_<first>" is the median of the rounds' speed
-# ratios against the set's first configuration: the figure to quote.
+# ratios against the set's first configuration: the figure to quote
+# ("per_prompt": the same for each prompt alone, in the set's order).
 #
 #   bench/draft.sh [all|pair|ngram|more|synth|bound]
 # env: THREADS (default 2), NGEN (tokens per prompt, default 128), REPS
@@ -82,7 +83,10 @@ one_round() {
     i=0
     printf '%s\n' "$prompts" | while IFS= read -r p; do
         i=$((i + 1))
-        p=$(printf '%b' "$p") f="$OUT/$label.$r.$i"
+        # the line's escapes expanded, trailing newlines kept ($(...) drops
+        # them: the code prompt ends in one, the body of "def div" next)
+        p=$(printf '%bx' "$p") f="$OUT/$label.$r.$i"
+        p=${p%x}
         "$BIN" run -m "$model" -t "$THREADS" --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json \
             --stats-json "$f.stats.json" "$@" >"$f.out.json" 2>"$f.err" ||
             { echo "$label: round $r run $i failed: $(tail -1 "$f.err")"; }
@@ -126,6 +130,21 @@ def rounds(label):
             toks += s["decode_steps"]; secs += s["decode_s"]
         res.append((toks, secs))
     return res
+def per_prompt(label):
+    """Per prompt: the median over the rounds of its decode speed against the first configuration's."""
+    res = []
+    for i in range(1, 10 ** 6):
+        if not glob.glob(f"{out}/{label}.1.{i}.stats.json"): break
+        r = []
+        for k in range(1, reps + 1):
+            try:
+                a, b = (json.load(open(f"{out}/{x}.{k}.{i}.stats.json")) for x in (labels[0], label))
+            except (OSError, ValueError):
+                continue
+            if a["decode_s"] and b["decode_s"] and a["decode_steps"]:
+                r.append((b["decode_steps"] / b["decode_s"]) / (a["decode_steps"] / a["decode_s"]))
+        res.append(round(statistics.median(r), 3) if r else None)
+    return res
 base = rounds(labels[0])
 for label in labels:
     rs = rounds(label)
@@ -144,6 +163,7 @@ for label in labels:
     row = {"label": label, "tok_s": statistics.median(rates) if rates else 0, "rounds": [round(x, 1) for x in rates],
            "vs_" + labels[0]: round(statistics.median(ratios), 3) if ratios else None,
            "round_ratios": sorted(round(x, 3) for x in ratios),
+           "per_prompt": per_prompt(label),
            "tokens": rs[-1][0], "acceptance": acc / prop if prop else None,
            "acceptance_by_depth": [round(sum(v) / len(v), 3) for _, v in sorted(depth.items())],
            "k_hist": [kh[i] for i in sorted(kh)],
@@ -221,7 +241,8 @@ if [ "$WHAT" = bound ]; then
     # seqs PROMPTS: "P id id ..." per prompt, the prompt's ids then its greedy continuation
     seqs() {
         printf '%s\n' "$1" | while IFS= read -r p; do
-            p=$(printf '%b' "$p")
+            p=$(printf '%bx' "$p")
+            p=${p%x}
             "$BIN" run -m "$TARGET" -t 1 --temp 0 -n "$NGEN" --ignore-eos --no-heat -p "$p" --json 2>/dev/null |
                 python3 -c "import json, sys; o = json.load(sys.stdin); print(len(o['prompt_ids']), *o['prompt_ids'], *o['ids'])"
         done
