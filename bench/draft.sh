@@ -133,8 +133,7 @@ def rounds(label):
 def per_prompt(label):
     """Per prompt: the median over the rounds of its decode speed against the first configuration's."""
     res = []
-    for i in range(1, 10 ** 6):
-        if not glob.glob(f"{out}/{label}.1.{i}.stats.json"): break
+    for i in range(1, len(glob.glob(f"{out}/{label}.1.*.stats.json")) + 1):
         r = []
         for k in range(1, reps + 1):
             try:
