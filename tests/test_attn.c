@@ -93,6 +93,35 @@ static void primitives(const attn_simd *s, const attn_simd *o, const char *name)
     t_end();
 }
 
+/* The rotation of every ISA against rope_apply: each pairing, rotated
+ * sizes that fill a vector, leave a tail or stop short of the head, caches
+ * of plain and YaRN-scaled angles over a wide range of positions. */
+static void rope_cases(const attn_simd *o, const char *name)
+{
+    char title[96];
+    snprintf(title, sizeof title, "rope: %s equals rope_apply", name);
+    t_begin(title);
+    static const int modes[] = {ROPE_MODE_NEOX, ROPE_MODE_NORM, ROPE_MODE_IMROPE, ROPE_MODE_MROPE};
+    static const int sizes[] = {2, 4, 14, 16, 30, 32, 34, 48, 64, 80, 96, 128, 192, 256};
+    float cache[256], a[300], b[300];
+    for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++)
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+            for (int c = 0; c < 8; c++) {
+                rope_params rp = {.n_rot = sizes[si], .mode = modes[mi], .freq_base = c & 1 ? 1e6f : 10000.0f,
+                                  .freq_scale = c & 2 ? 0.25f : 1.0f, .ext_factor = c & 2 ? 1.0f : 0.0f,
+                                  .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f, .n_ctx_orig = 4096,
+                                  .sections = {11, 11, 10, 0}};
+                rope_cache(&rp, (int32_t)(rndu() * (c < 4 ? 64 : 1 << 20)), cache);
+                fillf(a, 300);
+                for (int i = 0; i < 300; i++) a[i] *= 8.0f;
+                memcpy(b, a, sizeof a);
+                rope_apply(&rp, cache, a);
+                o->rope(&rp, cache, b);
+                T_CHECK(same(a, b, sizeof a), "mode %d n_rot %d case %d", rp.mode, rp.n_rot, c);
+            }
+    t_end();
+}
+
 /* Keys/values for n positions, row stride `stride` elements. */
 static void flash_case(const attn_simd *s, const attn_simd *o, int dk, int dv, int n, int stride)
 {
@@ -193,6 +222,7 @@ int main(void)
         }
         const attn_simd *simd = attn_simd_for((sl_isa)isa);
         primitives(scalar, simd, kernels_isa_name((sl_isa)isa));
+        rope_cases(simd, kernels_isa_name((sl_isa)isa));
         t_begin(name);
         static const int shapes[][3] = {{64, 64, 1},    {64, 64, 37}, {64, 64, 300}, {128, 128, 90}, {48, 32, 50},
                                         {576, 512, 20}, {32, 32, 17}, {64, 48, 40},  {256, 256, 9},  {64, 40, 33}};

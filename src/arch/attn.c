@@ -213,6 +213,7 @@ typedef struct {
     const hparams *hp;
     const layer_w *L;
     const batch *b;
+    const attn_simd *op;
     float *q, *k;
 } heads_job;
 
@@ -227,7 +228,7 @@ static void norm_rope(const heads_job *j, float *x, int nh, const float *norm, i
         for (int h = 0; h < nh; h++) {
             float *xh = x + ((size_t)t * nh + h) * dk;
             if (norm) op_rms_norm(xh, xh, norm, dk, hp->rms_eps);
-            rope_apply(&hp->rope, j->b->rope + (size_t)t * hp->n_rot, xh);
+            j->op->rope(&hp->rope, j->b->rope + (size_t)t * hp->n_rot, xh);
         }
 }
 
@@ -251,7 +252,7 @@ int attn_block(sl_session *s, int il, const batch *b, const float *xn, float *ou
     float *att = scr_get(s, SCR_ATT, (size_t)T * H * dv * sizeof(float), err);
     if (!q || !k || !v || !att) return -1;
     if (qkv_proj(s, L, xn, T, q, k, v, err)) return -1;
-    run_rows(s, T, heads_rows, &(heads_job){.hp = hp, .L = L, .b = b, .q = q, .k = k});
+    run_rows(s, T, heads_rows, &(heads_job){.hp = hp, .L = L, .b = b, .op = s->aop, .q = q, .k = k});
     attn_heads(s, il, b, q, k, v, att);
     return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
 }

@@ -206,7 +206,7 @@ static const attn_simd scalar = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
     .tiled = attn_tiled_generic,
-    .conv_step = conv_step_body,
+    .conv_step = conv_step_body, .rope = rope_apply,
 };
 
 const attn_simd *attn_simd_for(sl_isa isa)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/rope.h"
 #include "kernels/pool.h"
 
 typedef struct {
@@ -58,6 +59,10 @@ typedef struct {
      * (dn_conv_step, delta.h). */
     void (*conv_step)(const float *w, int K, int64_t C, const float *win_in, float *win_out, const float *x,
                       float *out);
+    /* rope_apply: the pairs (i, i + n_rot/2) a vector of them at a time
+     * (the same fused multiply-adds and products per pair), other pairings
+     * as rope_apply. */
+    void (*rope)(const rope_params *rp, const float *cache, float *x);
 } attn_simd;
 
 /* ggml_fa_tile_config (GGML_FA_TILE_Q = GGML_FA_TILE_KV = 64). */

@@ -199,11 +199,31 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 #define VLDH(p) ld8h(p)
 #include "arch/attn_tiled_simd.h"
 
+/* rope_apply's NEOX pairing, 8 pairs at a time (as the AVX-512 path):
+ * (cos, sin) pairs split by in-lane shuffles and a cross-lane permute. */
+static void rope(const rope_params *rp, const float *cache, float *x)
+{
+    int half = rp->n_rot / 2;
+    if ((rp->mode != ROPE_MODE_NEOX && rp->mode != ROPE_MODE_IMROPE && rp->mode != ROPE_MODE_MROPE) || half % 8) {
+        rope_apply(rp, cache, x);
+        return;
+    }
+    for (int i = 0; i < half; i += 8) {
+        __m256 p0 = _mm256_loadu_ps(cache + 2 * i), p1 = _mm256_loadu_ps(cache + 2 * i + 8);
+        __m256 c = _mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0)), s = _mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1));
+        c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c), _MM_SHUFFLE(3, 1, 2, 0)));
+        s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
+        _mm256_storeu_ps(x + i + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
+    }
+}
+
 static const attn_simd avx2 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
     .tiled = tiled,
-    .conv_step = conv_step_body,
+    .conv_step = conv_step_body, .rope = rope,
 };
 
 const attn_simd *attn_simd_avx2(void)

@@ -275,6 +275,31 @@ static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, si
     }
 }
 
+/* rope_apply's NEOX pairing, 16 pairs at a time: cache holds (cos, sin)
+ * per pair, split into two vectors by a permute; x[i] = fma(x0, c, -(x1 *
+ * s)) is one product and one fused multiply-subtract, x[i + n/2] = fma(x0,
+ * s, x1 * c) one product and one fused multiply-add, as fmaf does them. */
+static void rope(const rope_params *rp, const float *cache, float *x)
+{
+    if (rp->mode != ROPE_MODE_NEOX && rp->mode != ROPE_MODE_IMROPE && rp->mode != ROPE_MODE_MROPE) {
+        rope_apply(rp, cache, x);
+        return;
+    }
+    int half = rp->n_rot / 2;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int i = 0; i < half; i += 16) {
+        int m = half - i < 16 ? half - i : 16;
+        __mmask16 k = (__mmask16)((1u << m) - 1);
+        __mmask16 k0 = (__mmask16)(m >= 8 ? 0xffff : (1u << 2 * m) - 1), k1 = (__mmask16)(m > 8 ? (1u << 2 * (m - 8)) - 1 : 0);
+        __m512 p0 = _mm512_maskz_loadu_ps(k0, cache + 2 * i), p1 = _mm512_maskz_loadu_ps(k1, cache + 2 * i + 16);
+        __m512 c = _mm512_permutex2var_ps(p0, even, p1), s = _mm512_permutex2var_ps(p0, odd, p1);
+        __m512 x0 = _mm512_maskz_loadu_ps(k, x + i), x1 = _mm512_maskz_loadu_ps(k, x + i + half);
+        _mm512_mask_storeu_ps(x + i, k, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
+        _mm512_mask_storeu_ps(x + i + half, k, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+    }
+}
+
 /* the tiled flash kernel, 16 lanes (attn_tiled_simd.h) */
 #define VT __m512
 #define VW 16
@@ -291,7 +316,7 @@ static const attn_simd avx512 = {
     .dot_f16 = dot_f16, .dot_f32 = dot_f32, .mad_f16 = mad_f16, .scale_f16 = scale_f16,
     .to_f16 = to_f16, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .tree_rows = tree_rows, .flash = flash,
     .flash_rows = flash_rows, .tiled = tiled,
-    .conv_step = conv_step_body,
+    .conv_step = conv_step_body, .rope = rope,
 };
 
 const attn_simd *attn_simd_avx512(void)

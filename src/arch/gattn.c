@@ -16,14 +16,15 @@ uint64_t gattn_scratch_bytes(const hparams *hp, int32_t n_batch)
 }
 
 /* Per-head RMSNorm, then the rotation of the first n_rot values, in place. */
-static void norm_rope(const hparams *hp, float *x, int T, int nh, const float *norm, const batch *b)
+static void norm_rope(const sl_session *s, float *x, int T, int nh, const float *norm, const batch *b)
 {
+    const hparams *hp = &s->m->hp;
     int D = hp->n_embd_head_k;
     for (int t = 0; t < T; t++)
         for (int h = 0; h < nh; h++) {
             float *xh = x + ((size_t)t * nh + h) * D;
             op_rms_norm(xh, xh, norm, D, hp->rms_eps);
-            rope_apply(&hp->rope, b->rope + (size_t)t * hp->n_rot, xh);
+            s->aop->rope(&hp->rope, b->rope + (size_t)t * hp->n_rot, xh);
         }
 }
 
@@ -53,8 +54,8 @@ int gattn_block(sl_session *s, int il, const batch *b, const float *xn, float *o
             float *g = gate + ((size_t)t * H + h) * D;
             for (int i = 0; i < D; i++) g[i] = 1.0f / (1.0f + expf(-r[i]));
         }
-    norm_rope(hp, q, T, H, L->q_norm, b);
-    norm_rope(hp, k, T, Hkv, L->k_norm, b);
+    norm_rope(s, q, T, H, L->q_norm, b);
+    norm_rope(s, k, T, Hkv, L->k_norm, b);
     attn_heads(s, il, b, q, k, v, att);
     for (size_t i = 0; i < nq; i++) att[i] = att[i] * gate[i];
     return linear(s, &s->act[ACT_A], &L->wo, NULL, att, T, out, err);

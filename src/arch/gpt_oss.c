@@ -101,11 +101,12 @@ static void gpt_oss_cache(const sl_model *m, int il, layer_cache *out)
 }
 
 /* RoPE on each of NH heads of T rows, in place. */
-static void rope_heads(const hparams *hp, float *x, int T, int nh, const batch *b)
+static void rope_heads(const sl_session *s, float *x, int T, int nh, const batch *b)
 {
+    const hparams *hp = &s->m->hp;
     int dk = hp->n_embd_head_k;
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < nh; h++) rope_apply(&hp->rope, b->rope + (size_t)t * hp->n_rot, x + ((size_t)t * nh + h) * dk);
+        for (int h = 0; h < nh; h++) s->aop->rope(&hp->rope, b->rope + (size_t)t * hp->n_rot, x + ((size_t)t * nh + h) * dk);
 }
 
 static int gpt_oss_attn(sl_session *s, int il, const batch *b, const float *xn, float *out, sl_err *err)
@@ -124,8 +125,8 @@ static int gpt_oss_attn(sl_session *s, int il, const batch *b, const float *xn, 
     if (L->bq) add_bias(q, L->bq, T, (int64_t)H * dk);
     if (L->bk) add_bias(k, L->bk, T, (int64_t)Hkv * dk);
     if (L->bv) add_bias(v, L->bv, T, (int64_t)Hkv * dv);
-    rope_heads(hp, q, T, H, b);
-    rope_heads(hp, k, T, Hkv, b);
+    rope_heads(s, q, T, H, b);
+    rope_heads(s, k, T, Hkv, b);
     swa_heads(s, il, b, q, k, v, L->attn_sinks, att);
     return linear(s, &s->act[ACT_A], &L->wo, L->bo, att, T, out, err);
 }

@@ -105,11 +105,11 @@ int mla_block(sl_session *s, int il, const batch *b, const float *xn, float *out
         const float *rc = b->rope + (size_t)t * hp->n_rot;
         for (int h = 0; h < H; h++) {
             float *qh = q + ((size_t)t * H + h) * dkm;
-            rope_apply(&hp->rope, rc, qh + nope);
+            s->aop->rope(&hp->rope, rc, qh + nope);
             memcpy(qf + ((size_t)t * H + h) * dk + kvl, qh + nope, sizeof(float) * (size_t)rope);
         }
         float *row = kvc + (size_t)t * dk;
-        rope_apply(&hp->rope, rc, row + kvl);
+        s->aop->rope(&hp->rope, rc, row + kvl);
         op_rms_norm(c, row, L->kv_a_norm, kvl, hp->rms_eps);
         memcpy(row, c, sizeof(float) * (size_t)kvl);
         kv_store(s, (char *)kv->k + (size_t)(b->pos0 + t) * kv->c.k_row * s->kv_elt, row, dk);
