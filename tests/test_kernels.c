@@ -1220,6 +1220,43 @@ static void test_argmax(void)
     t_end();
 }
 
+static void test_weighted_sum(void)
+{
+    t_begin("op_weighted_sum: every path gives the definition's bits (products rounded, added in row order)");
+    enum { N = 2900, K = 9 };
+    static float y[K * N], out[N];
+    float w[K];
+    uint64_t st = 11;
+    for (int i = 0; i < K * N; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        y[i] = ldexpf((float)(int32_t)(st >> 32) / 2147483648.0f, (int)((st >> 20) % 24) - 12);
+    }
+    static const int64_t lens[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 256, 2880, N};
+    int checked = 0;
+    for (int k = 1; k <= K; k++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int64_t n = lens[li];
+            for (int j = 0; j < k; j++) w[j] = 1.0f / (float)(j + 3) - (j == 2 ? 0.4f : 0.0f);
+            for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
+                op_weighted_sum_isa(out, y, w, k, n, (sl_isa)isa);
+                int bad = -1;
+                for (int64_t i = 0; i < n && bad < 0; i++) {
+                    float o = y[i] * w[0];
+                    for (int j = 1; j < k; j++) {
+                        float p = y[(size_t)j * (size_t)n + (size_t)i] * w[j];
+                        o = o + p;
+                    }
+                    if (memcmp(&o, &out[i], sizeof o)) bad = (int)i;
+                }
+                T_CHECK(bad < 0, "%s, k %d, n %lld: first difference at %d", kernels_isa_name((sl_isa)isa), k,
+                        (long long)n, bad);
+                checked++;
+            }
+        }
+    T_CHECK(checked >= 9 * 14, "%d cases", checked);
+    t_end();
+}
+
 int main(void)
 {
     (void)t_shared;
@@ -1239,6 +1276,7 @@ int main(void)
     test_ops();
     test_swiglu_paths();
     test_argmax();
+    test_weighted_sum();
     test_norm_rows();
     test_norm_order();
     test_pool();

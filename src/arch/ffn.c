@@ -495,13 +495,8 @@ static void combine_rows(void *ctx, int t0, int t1, int thread)
     const combine_job *j = ctx;
     int K = j->K;
     int64_t d = j->n_embd;
-    for (int t = t0; t < t1; t++) {
-        float *o = j->out + (size_t)t * d;
-        const float *wt = j->w + (size_t)t * K, *yt = j->y + (size_t)t * K * d;
-        for (int64_t i = 0; i < d; i++) o[i] = yt[i] * wt[0];
-        for (int k = 1; k < K; k++)
-            for (int64_t i = 0; i < d; i++) o[i] += yt[(size_t)k * d + i] * wt[k];
-    }
+    for (int t = t0; t < t1; t++)
+        op_weighted_sum(j->out + (size_t)t * d, j->y + (size_t)t * K * d, j->w + (size_t)t * K, K, d);
 }
 
 int moe_block(sl_session *s, int il, int T, const float *xn, float *out, sl_err *err)

@@ -148,6 +148,12 @@ double op_soft_max_sum(float *y, const float *x, int64_t n, float max);
 /* The same on path ISA (every path gives the same bits; tests compare). */
 double op_soft_max_sum_isa(float *y, const float *x, int64_t n, float max, sl_isa isa);
 
+/* out[i] = y0[i] w[0] + y1[i] w[1] + ... over the K >= 1 rows of N at Y
+ * (row k at Y + k N): each product rounded, then added in row order, as a
+ * MoE layer combines its experts' outputs; the _isa form as op_swiglu_isa. */
+void op_weighted_sum(float *out, const float *y, const float *w, int k, int64_t n);
+void op_weighted_sum_isa(float *out, const float *y, const float *w, int k, int64_t n, sl_isa isa);
+
 /* The index of the first maximum of X[0, N), NaNs ignored (all -inf: 0;
  * all NaN, or N = 0: -1): greedy decoding's pick, once per emitted token. */
 int32_t op_argmax(const float *x, int32_t n);

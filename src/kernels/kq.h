@@ -160,6 +160,9 @@ void kq_swiglu_avx512(float *out, const float *g, const float *u, int64_t n);
 void kq_swiglu_avx2(float *out, const float *g, const float *u, int64_t n);
 void kq_silu_avx512(float *out, const float *x, int64_t n);
 void kq_silu_avx2(float *out, const float *x, int64_t n);
+/* op_weighted_sum over n, a multiple of 16 (8 for AVX2). */
+void kq_weighted_sum_avx512(float *out, const float *y, const float *w, int k, int64_t n, int64_t stride);
+void kq_weighted_sum_avx2(float *out, const float *y, const float *w, int k, int64_t n, int64_t stride);
 /* y[i] = v_expf(x[i] - max) over n (a multiple of 16); returns the double
  * sum of each 16's kq_tree16, in order (op_soft_max_sum's full groups). */
 double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max);

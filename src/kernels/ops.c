@@ -53,6 +53,24 @@ void op_silu_vec_isa(float *out, const float *x, int64_t n, sl_isa isa)
     for (; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+void op_weighted_sum_isa(float *out, const float *y, const float *w, int k, int64_t n, sl_isa isa)
+{
+    int64_t i = 0;
+    if (isa > kernels_isa_detected()) isa = kernels_isa_detected();
+    if (isa == SL_ISA_AVX512) kq_weighted_sum_avx512(out, y, w, k, i = n - n % 16, n);
+    else if (isa == SL_ISA_AVX2) kq_weighted_sum_avx2(out, y, w, k, i = n - n % 8, n);
+    for (; i < n; i++) {
+        float o = y[i] * w[0];
+        for (int j = 1; j < k; j++) o = o + y[(size_t)j * (size_t)n + (size_t)i] * w[j];
+        out[i] = o;
+    }
+}
+
+void op_weighted_sum(float *out, const float *y, const float *w, int k, int64_t n)
+{
+    op_weighted_sum_isa(out, y, w, k, n, kernels_isa_detected());
+}
+
 void op_silu_vec(float *out, const float *x, int64_t n)
 {
     op_silu_vec_isa(out, x, n, kernels_isa_detected());

@@ -64,6 +64,18 @@ double kq_exp_sum_avx2(float *y, const float *x, int64_t n, float max)
     return sum;
 }
 
+/* As kq_weighted_sum_avx512, 8 lanes. */
+void kq_weighted_sum_avx2(float *out, const float *y, const float *w, int k, int64_t n, int64_t stride)
+{
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        __m256 o = _mm256_mul_ps(_mm256_loadu_ps(y + i), _mm256_set1_ps(w[0]));
+        for (int j = 1; j < k; j++)
+            o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_loadu_ps(y + (size_t)j * (size_t)stride + (size_t)i),
+                                               _mm256_set1_ps(w[j])));
+        _mm256_storeu_ps(out + i, o);
+    }
+}
+
 void kq_silu_avx2(float *out, const float *x, int64_t n)
 {
     for (int64_t i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, v_silu8(_mm256_loadu_ps(x + i)));

@@ -46,6 +46,18 @@ double kq_exp_sum_avx512(float *y, const float *x, int64_t n, float max)
     return sum;
 }
 
+/* Rows of Y STRIDE apart; the sum per lane in row order, products rounded. */
+void kq_weighted_sum_avx512(float *out, const float *y, const float *w, int k, int64_t n, int64_t stride)
+{
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        __m512 o = _mm512_mul_ps(_mm512_loadu_ps(y + i), _mm512_set1_ps(w[0]));
+        for (int j = 1; j < k; j++)
+            o = _mm512_add_ps(o, _mm512_mul_ps(_mm512_loadu_ps(y + (size_t)j * (size_t)stride + (size_t)i),
+                                               _mm512_set1_ps(w[j])));
+        _mm512_storeu_ps(out + i, o);
+    }
+}
+
 void kq_silu_avx512(float *out, const float *x, int64_t n)
 {
     for (int64_t i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, v_silu16(_mm512_loadu_ps(x + i)));
