@@ -62,10 +62,12 @@ static double max_rel(const float *a, const float *b, int nv, int r0, int r1)
  * one-row kernel's fast paths and fallbacks take. */
 static void flash_rows_case(void)
 {
-    t_begin("flash: several query heads at once (flash_rows) = each head alone, bit for bit, every ISA");
+    t_begin("flash: several query rows at once (flash_rows: heads, consecutive positions) = each alone, bit for bit, "
+            "every ISA");
     enum { NMAX = 300, DMAX = 256 };
     static uint16_t k[NMAX * DMAX], v[NMAX * DMAX], q[ATTN_FLASH_ROWS * DMAX], acc[DMAX];
-    static float out[ATTN_FLASH_ROWS * DMAX], want[ATTN_FLASH_ROWS * DMAX], work[3 * NMAX * ATTN_FLASH_ROWS];
+    static float out[2 * ATTN_FLASH_ROWS * DMAX], want[2 * ATTN_FLASH_ROWS * DMAX],
+        work[3 * (NMAX + ATTN_FLASH_ROWS) * ATTN_FLASH_ROWS];
     uint32_t r = 12345;
     for (size_t i = 0; i < NMAX * DMAX; i++) {
         r = r * 1664525u + 1013904223u;
@@ -77,7 +79,7 @@ static void flash_rows_case(void)
         r = r * 1664525u + 1013904223u;
         q[i] = fp32_to_fp16((float)(r >> 8) / 16777216.0f - 0.5f);
     }
-    static const int dks[] = {64, 128, 48}, dvs[] = {16, 32, 64, 128, 256, 40}, ns[] = {1, 5, 37, 300};
+    static const int dks[] = {64, 128, 48}, dvs[] = {16, 32, 64, 128, 256, 40}, ns[] = {1, 5, 37, 296};
     const attn_simd *ref = attn_simd_for(SL_ISA_SCALAR);
     int cases = 0;
     for (int isa = SL_ISA_SCALAR; isa <= (int)kernels_isa_detected(); isa++) {
@@ -86,17 +88,25 @@ static void flash_rows_case(void)
         for (size_t a = 0; a < sizeof dks / sizeof *dks; a++)
             for (size_t b = 0; b < sizeof dvs / sizeof *dvs; b++)
                 for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-                    for (int nh = 2; nh <= ATTN_FLASH_ROWS; nh++) {
-                        int dk = dks[a], dv = dvs[b], n = ns[c];
-                        for (int h = 0; h < nh; h++)
-                            ref->flash(k, DMAX, v, DMAX, q + h * DMAX, dk, dv, n, 0.125f, want + h * DMAX, acc, work);
-                        memset(out, 0xff, sizeof out);
-                        op->flash_rows(k, DMAX, v, DMAX, q, DMAX, nh, dk, dv, n, 0.125f, out, DMAX, acc, work);
-                        for (int h = 0; h < nh; h++)
-                            T_CHECK(!memcmp(out + h * DMAX, want + h * DMAX, sizeof(float) * (size_t)dv),
-                                    "isa %d dk %d dv %d n %d: head %d of %d differs", isa, dk, dv, n, h, nh);
-                        cases++;
-                    }
+                    for (int nh = 2; nh <= ATTN_FLASH_ROWS; nh++)
+                        for (int hg = 1; hg <= nh; hg++) { /* HG heads to a position; the positions consecutive */
+                            if (nh % hg) continue;
+                            int dk = dks[a], dv = dvs[b], n = ns[c];
+                            size_t ts = (size_t)(hg + 1) * DMAX; /* a gap between positions' outputs */
+                            for (int i = 0; i < nh; i++)
+                                ref->flash(k, DMAX, v, DMAX, q + i * DMAX, dk, dv, n + i / hg, 0.125f,
+                                           want + (size_t)(i / hg) * ts + (size_t)(i % hg) * DMAX, acc, work);
+                            memset(out, 0xff, sizeof out);
+                            op->flash_rows(k, DMAX, v, DMAX, q, DMAX, nh, hg, dk, dv, n, 0.125f, out, DMAX, ts, acc,
+                                           work);
+                            for (int i = 0; i < nh; i++) {
+                                size_t o = (size_t)(i / hg) * ts + (size_t)(i % hg) * DMAX;
+                                T_CHECK(!memcmp(out + o, want + o, sizeof(float) * (size_t)dv),
+                                        "isa %d dk %d dv %d n %d: row %d of %d (%d a position) differs", isa, dk, dv,
+                                        n, i, nh, hg);
+                            }
+                            cases++;
+                        }
     }
     printf("# flash_rows: %d shapes checked against the scalar one-head kernel\n", cases);
     t_end();

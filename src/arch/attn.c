@@ -52,24 +52,29 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
     weighted_sum(a, s, n, out, lanes);
 }
 
-/* ggml's one-chunk flash attention (attn_simd.c) for NH query heads of
- * one KV head (q + i dk, out + i dv); more than one through flash_rows. */
-static void attn_flash(const attn_src *a, const float *q, int nh, int n, float *out, float *tmp)
+/* ggml's one-chunk flash attention (attn_simd.c) for NP consecutive query
+ * positions (the first sees N keys, rows TSTRIDE floats apart in Q and
+ * OUT) x HG query heads of one KV head (dk, dv apart); more than one row
+ * through flash_rows. */
+static void attn_flash(const attn_src *a, const float *q, int np, int hg, size_t tstride, int n, float *out,
+                       float *tmp)
 {
+    int nh = np * hg;
     size_t dk16 = ((size_t)a->dk + 31) & ~(size_t)31;
     uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + (size_t)nh * dk16;
     float *work = tmp + ((size_t)nh * dk16 + (((size_t)a->dv + 31) & ~(size_t)31)) / 2;
-    for (int i = 0; i < nh; i++) a->op->to_f16(q16 + i * dk16, q + (size_t)i * a->dk, a->dk);
+    for (int i = 0; i < nh; i++)
+        a->op->to_f16(q16 + i * dk16, q + (size_t)(i / hg) * tstride + (size_t)(i % hg) * a->dk, a->dk);
     if (nh > 1)
-        a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, a->dk, a->dv, n, a->scale, out,
-                          (size_t)a->dv, acc, work);
+        a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, hg, a->dk, a->dv, n, a->scale, out,
+                          (size_t)a->dv, tstride / (size_t)a->dk * (size_t)a->dv, acc, work);
     else
         a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
 {
-    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, 1, n, out, tmp);
+    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, 1, 1, 0, n, out, tmp);
     else attn_softmax(a, q, n, out, tmp);
 }
 
@@ -108,6 +113,7 @@ typedef struct {
     const attn_pass *p;
     int n_tiles; /* tiled: query tiles per head */
     int rows;    /* one-row kernel: query heads per task, all of one KV head */
+    int pos;     /* and query positions per task */
 } pass_job;
 
 static void one_task(void *ctx, int task, int thread)
@@ -115,7 +121,8 @@ static void one_task(void *ctx, int task, int thread)
     const pass_job *j = ctx;
     const attn_pass *p = j->p;
     const sl_session *s = j->s;
-    int per_t = p->H / j->rows, t = task / per_t, h = task % per_t * j->rows, g = h / p->group;
+    int per_t = p->H / j->rows, t = task / per_t * j->pos, h = task % per_t * j->rows, g = h / p->group;
+    int np = p->T - t < j->pos ? p->T - t : j->pos;
     size_t elt = s->kv_elt;
     attn_src a = {
         .mode = s->kv_mode, .op = s->aop, .dk = p->dk, .dv = p->dv,
@@ -125,7 +132,7 @@ static void one_task(void *ctx, int task, int thread)
     };
     const float *q = p->q + ((size_t)t * p->H + h) * p->dk;
     float *out = p->att + ((size_t)t * p->H + h) * p->dv, *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
-    if (j->rows > 1) attn_flash(&a, q, j->rows, p->pos0 + t + 1, out, tmp);
+    if (j->rows * np > 1) attn_flash(&a, q, np, j->rows, (size_t)p->H * p->dk, p->pos0 + t + 1, out, tmp);
     else attn_one(&a, q, p->pos0 + t + 1, out, tmp);
 }
 
@@ -139,6 +146,18 @@ static int rows_per_task(const sl_session *s, const attn_pass *p)
     int r = p->group < ATTN_FLASH_ROWS ? p->group : ATTN_FLASH_ROWS;
     while (r > 1 && (p->group % r || p->T * (p->H / r) < s->n_threads)) r--;
     return r;
+}
+
+/* Query positions a task takes besides: where a KV head has fewer query
+ * heads than flash_rows holds (tinymoe: 2 of 4), the next positions of a
+ * verification fill the rest, sharing the keys' and values' loads (a
+ * position sees one key more than the one before it). */
+static int positions_per_task(const sl_session *s, const attn_pass *p, int rows)
+{
+    if (s->kv_mode != SL_KV_F16_FLASH || !s->aop->flash_rows) return 1;
+    int n = ATTN_FLASH_ROWS / rows;
+    while (n > 1 && (n > p->T || (p->T + n - 1) / n * (p->H / rows) < s->n_threads)) n--;
+    return n;
 }
 
 /* One head's tile of up to ATTN_TILE consecutive queries. */
@@ -165,7 +184,8 @@ void attn_run(sl_session *s, const attn_pass *p)
         run_tasks(s, p->H * j.n_tiles, tiled_task, &j);
     else {
         j.rows = rows_per_task(s, p);
-        run_tasks(s, p->T * (p->H / j.rows), one_task, &j);
+        j.pos = positions_per_task(s, p, j.rows);
+        run_tasks(s, (p->T + j.pos - 1) / j.pos * (p->H / j.rows), one_task, &j);
     }
 }
 

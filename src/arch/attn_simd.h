@@ -35,15 +35,18 @@ typedef struct {
      * scratch of dv halves, work of 3n floats. */
     void (*flash)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
                   int dk, int dv, int n, float scale, float *out, uint16_t *acc, float *work);
-    /* flash for NH query rows (q16 + i dk16, out + i out_stride) over the
-     * same keys and values, each with flash's arithmetic: the rows share
-     * the loads, and their f16 accumulators are independent chains (each
-     * rounding waits for the one before it, so one row's chains leave the
-     * core idle).  NH <= ATTN_FLASH_ROWS; acc: dv halves, work: 3n floats
-     * per row.  NULL: flash row by row. */
+    /* flash for NH query rows over the same keys and values, each with
+     * flash's arithmetic: the rows share the loads, and their f16
+     * accumulators are independent chains (each rounding waits for the one
+     * before it, so one row's chains leave the core idle).  Rows come HG
+     * to a query position, positions consecutive: row i (q16 + i dk16)
+     * sees n + i / HG keys and writes out + (i / HG) TSTRIDE + (i % HG)
+     * OUT_STRIDE (HG = NH: one position).  NH <= ATTN_FLASH_ROWS when HG <
+     * NH; acc: dv halves, work: 3 (n + NH) floats per row.  NULL: flash
+     * row by row. */
     void (*flash_rows)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
-                       size_t dk16, int nh, int dk, int dv, int n, float scale, float *out, size_t out_stride,
-                       uint16_t *acc, float *work);
+                       size_t dk16, int nh, int hg, int dk, int dv, int n, float scale, float *out,
+                       size_t out_stride, size_t tstride, uint16_t *acc, float *work);
     /* ggml's tiled flash attention (what llama.cpp runs for a batch of at
      * least ATTN_TILE query rows) for ROWS consecutive queries of one head:
      * row r (q + r q_stride, out + r out_stride) sees cells 0 .. n0 + r - 1.

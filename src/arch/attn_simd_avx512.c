@@ -187,40 +187,52 @@ static float flash_factors(const uint16_t *k, size_t k_stride, const uint16_t *q
     return S;
 }
 
+/* One value position P of row H's accumulators (flash's order). */
+static inline __attribute__((always_inline)) void accumulate_one(__m512 *acc, const __m512 *x, int nv, const float *ms,
+                                                                 const float *vs, int p)
+{
+    if (ms[p] != 1.0f) {
+        __m512 m = _mm512_set1_ps(ms[p]);
+#pragma GCC unroll 16
+        for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_mul_ps(acc[j], m));
+    }
+    __m512 w = _mm512_set1_ps(vs[p]);
+#pragma GCC unroll 16
+    for (int j = 0; j < nv; j++) acc[j] = round16(_mm512_fmadd_ps(x[j], w, acc[j]));
+}
+
 /* The value pass of flash for NH rows at once (NH * NV <= 16): per row,
  * acc = f16(acc * ms) on a new maximum, then acc = f16(v * vs + acc), the
- * rows sharing each value load.  Inlined with constant NH and NV so the
+ * rows sharing each value load.  Rows come HG to a query position, the
+ * positions consecutive: row h sees N + h / HG values and writes to OUT +
+ * (h / HG) TSTRIDE + (h % HG) OUT_STRIDE; its factors are at WORK + 3 h W
+ * (W = the last row's count).  Inlined with constant NH and NV so the
  * accumulators stay in registers. */
 static inline __attribute__((always_inline)) void accumulate_rows(int nh, int nv, const uint16_t *v, size_t v_stride,
-                                                                  const float *work, int n, const float *S,
-                                                                  float *out, size_t out_stride)
+                                                                  const float *work, int n, int hg, const float *S,
+                                                                  float *out, size_t out_stride, size_t tstride)
 {
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int i = 0; i < nh * nv; i++) acc[i] = _mm512_setzero_ps();
     __m512 x[16] = {0}; /* zeroed for the compiler, which cannot see nv <= 16 */
-    for (int p = 0; p < n; p++) {
+    int w = n + (nh - 1) / hg;
+    for (int p = 0; p < w; p++) {
         const uint16_t *vp = v + (size_t)p * v_stride;
 #pragma GCC unroll 16
         for (int j = 0; j < nv; j++) x[j] = ld16h(vp + 16 * j);
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++) {
-            const float *ms = work + (size_t)(3 * h + 1) * n, *vs = ms + n;
-            if (ms[p] != 1.0f) {
-                __m512 m = _mm512_set1_ps(ms[p]);
-#pragma GCC unroll 16
-                for (int j = 0; j < nv; j++) acc[h * nv + j] = round16(_mm512_mul_ps(acc[h * nv + j], m));
-            }
-            __m512 w = _mm512_set1_ps(vs[p]);
-#pragma GCC unroll 16
-            for (int j = 0; j < nv; j++) acc[h * nv + j] = round16(_mm512_fmadd_ps(x[j], w, acc[h * nv + j]));
+            const float *ms = work + (size_t)(3 * h + 1) * w;
+            if (p < n + h / hg) accumulate_one(acc + h * nv, x, nv, ms, ms + w, p);
         }
     }
 #pragma GCC unroll 4
     for (int h = 0; h < nh; h++) {
         __m512 inv = _mm512_set1_ps(S[h] == 0.0f ? 0.0f : 1.0f / S[h]);
+        float *o = out + (size_t)(h / hg) * tstride + (size_t)(h % hg) * out_stride;
 #pragma GCC unroll 16
-        for (int j = 0; j < nv; j++) _mm512_storeu_ps(out + h * out_stride + 16 * j, _mm512_mul_ps(acc[h * nv + j], inv));
+        for (int j = 0; j < nv; j++) _mm512_storeu_ps(o + 16 * j, _mm512_mul_ps(acc[h * nv + j], inv));
     }
 }
 
@@ -238,39 +250,40 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
     }
     float S = flash_factors(k, k_stride, q16, dk, n, scale, work, work + n, work + 2 * (size_t)n);
     switch (dv / 16) {
-    case 1: accumulate_rows(1, 1, v, v_stride, work, n, &S, out, 0); break;
-    case 2: accumulate_rows(1, 2, v, v_stride, work, n, &S, out, 0); break;
-    case 4: accumulate_rows(1, 4, v, v_stride, work, n, &S, out, 0); break;
-    case 8: accumulate_rows(1, 8, v, v_stride, work, n, &S, out, 0); break;
-    default: accumulate_rows(1, dv / 16, v, v_stride, work, n, &S, out, 0); break;
+    case 1: accumulate_rows(1, 1, v, v_stride, work, n, 1, &S, out, 0, 0); break;
+    case 2: accumulate_rows(1, 2, v, v_stride, work, n, 1, &S, out, 0, 0); break;
+    case 4: accumulate_rows(1, 4, v, v_stride, work, n, 1, &S, out, 0, 0); break;
+    case 8: accumulate_rows(1, 8, v, v_stride, work, n, 1, &S, out, 0, 0); break;
+    default: accumulate_rows(1, dv / 16, v, v_stride, work, n, 1, &S, out, 0, 0); break;
     }
 }
 
 static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
-                       size_t dk16, int nh, int dk, int dv, int n, float scale, float *out, size_t out_stride,
-                       uint16_t *acc16, float *work)
+                       size_t dk16, int nh, int hg, int dk, int dv, int n, float scale, float *out, size_t out_stride,
+                       size_t tstride, uint16_t *acc16, float *work)
 {
     int nv = dv / 16, per = nv ? 16 / nv : 0; /* rows whose accumulators fit 16 registers */
     if (per > ATTN_FLASH_ROWS) per = ATTN_FLASH_ROWS;
-    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024 || per < 2 || nh < 2) {
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024 || per < 2 || nh < 2 || (hg < nh && nh > per)) {
         for (int h = 0; h < nh; h++)
-            flash(k, k_stride, v, v_stride, q16 + h * dk16, dk, dv, n, scale, out + h * out_stride, acc16, work);
+            flash(k, k_stride, v, v_stride, q16 + h * dk16, dk, dv, n + h / hg, scale,
+                  out + (size_t)(h / hg) * tstride + (size_t)(h % hg) * out_stride, acc16, work);
         return;
     }
-    for (int h0 = 0; h0 < nh; h0 += per) {
-        int m = nh - h0 < per ? nh - h0 : per;
+    for (int h0 = 0; h0 < nh; h0 += per) { /* several groups: all rows of one position (hg = nh) */
+        int m = nh - h0 < per ? nh - h0 : per, w = n + (m - 1) / hg;
         float S[ATTN_FLASH_ROWS];
         for (int h = 0; h < m; h++) {
-            float *w = work + (size_t)3 * h * n;
-            S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n, scale, w, w + n, w + 2 * (size_t)n);
+            float *f = work + (size_t)3 * h * w;
+            S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n + h / hg, scale, f, f + w, f + 2 * (size_t)w);
         }
         float *o = out + h0 * out_stride;
         switch (m * 16 + nv) {
-        case 2 * 16 + 8: accumulate_rows(2, 8, v, v_stride, work, n, S, o, out_stride); break;
-        case 2 * 16 + 4: accumulate_rows(2, 4, v, v_stride, work, n, S, o, out_stride); break;
-        case 3 * 16 + 4: accumulate_rows(3, 4, v, v_stride, work, n, S, o, out_stride); break;
-        case 4 * 16 + 4: accumulate_rows(4, 4, v, v_stride, work, n, S, o, out_stride); break;
-        default: accumulate_rows(m, nv, v, v_stride, work, n, S, o, out_stride); break;
+        case 2 * 16 + 8: accumulate_rows(2, 8, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
+        case 2 * 16 + 4: accumulate_rows(2, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
+        case 3 * 16 + 4: accumulate_rows(3, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
+        case 4 * 16 + 4: accumulate_rows(4, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
+        default: accumulate_rows(m, nv, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
         }
     }
 }
