@@ -53,12 +53,12 @@ static void attn_softmax(const attn_src *a, const float *q, int n, float *out, f
 }
 
 /* ggml's one-chunk flash attention (attn_simd.c) for NP consecutive query
- * positions (the first sees N keys, rows TSTRIDE floats apart in Q and
- * OUT) x HG query heads of one KV head (dk, dv apart); more than one row
- * through flash_rows. */
-static void attn_flash(const attn_src *a, const float *q, int np, int hg, size_t tstride, int n, float *out,
-                       float *tmp)
+ * positions (the first sees N keys; a position holds H query heads, dk
+ * floats each in Q and dv in OUT) x HG query heads of one KV head; more
+ * than one row through flash_rows. */
+static void attn_flash(const attn_src *a, const float *q, int np, int hg, int H, int n, float *out, float *tmp)
 {
+    size_t tstride = (size_t)H * (size_t)a->dk;
     int nh = np * hg;
     size_t dk16 = ((size_t)a->dk + 31) & ~(size_t)31;
     uint16_t *q16 = (uint16_t *)tmp, *acc = q16 + (size_t)nh * dk16;
@@ -67,14 +67,14 @@ static void attn_flash(const attn_src *a, const float *q, int np, int hg, size_t
         a->op->to_f16(q16 + i * dk16, q + (size_t)(i / hg) * tstride + (size_t)(i % hg) * a->dk, a->dk);
     if (nh > 1)
         a->op->flash_rows(a->k, a->k_stride, a->v, a->v_stride, q16, dk16, nh, hg, a->dk, a->dv, n, a->scale, out,
-                          (size_t)a->dv, tstride / (size_t)a->dk * (size_t)a->dv, acc, work);
+                          (size_t)a->dv, (size_t)H * (size_t)a->dv, acc, work);
     else
         a->op->flash(a->k, a->k_stride, a->v, a->v_stride, q16, a->dk, a->dv, n, a->scale, out, acc, work);
 }
 
 void attn_one(const attn_src *a, const float *q, int n, float *out, float *tmp)
 {
-    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, 1, 1, 0, n, out, tmp);
+    if (a->mode == SL_KV_F16_FLASH) attn_flash(a, q, 1, 1, 1, n, out, tmp);
     else attn_softmax(a, q, n, out, tmp);
 }
 
@@ -132,7 +132,7 @@ static void one_task(void *ctx, int task, int thread)
     };
     const float *q = p->q + ((size_t)t * p->H + h) * p->dk;
     float *out = p->att + ((size_t)t * p->H + h) * p->dv, *tmp = s->thr_tmp + (size_t)thread * s->thr_tmp_n;
-    if (j->rows * np > 1) attn_flash(&a, q, np, j->rows, (size_t)p->H * p->dk, p->pos0 + t + 1, out, tmp);
+    if (j->rows * np > 1) attn_flash(&a, q, np, j->rows, p->H, p->pos0 + t + 1, out, tmp);
     else attn_one(&a, q, p->pos0 + t + 1, out, tmp);
 }
 
