@@ -41,9 +41,8 @@ typedef struct {
      * before it, so one row's chains leave the core idle).  Rows come HG
      * to a query position, positions consecutive: row i (q16 + i dk16)
      * sees n + i / HG keys and writes out + (i / HG) TSTRIDE + (i % HG)
-     * OUT_STRIDE (HG = NH: one position).  NH <= ATTN_FLASH_ROWS when HG <
-     * NH; acc: dv halves, work: 3 (n + NH) floats per row.  NULL: flash
-     * row by row. */
+     * OUT_STRIDE (HG = NH: one position).  NH <= ATTN_FLASH_ROWS; acc: dv
+     * halves, work: 3 (n + NH) floats per row.  NULL: flash row by row. */
     void (*flash_rows)(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t v_stride, const uint16_t *q16,
                        size_t dk16, int nh, int hg, int dk, int dv, int n, float scale, float *out,
                        size_t out_stride, size_t tstride, uint16_t *acc, float *work);

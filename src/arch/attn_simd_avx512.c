@@ -264,26 +264,29 @@ static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, si
 {
     int nv = dv / 16, per = nv ? 16 / nv : 0; /* rows whose accumulators fit 16 registers */
     if (per > ATTN_FLASH_ROWS) per = ATTN_FLASH_ROWS;
-    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024 || per < 2 || nh < 2 || (hg < nh && nh > per)) {
+    if (dv % 16 || dv > 256 || dk % 64 || dk > 1024 || per < 2 || nh < 2 || (hg < nh && hg > per)) {
         for (int h = 0; h < nh; h++)
             flash(k, k_stride, v, v_stride, q16 + h * dk16, dk, dv, n + h / hg, scale,
                   out + (size_t)(h / hg) * tstride + (size_t)(h % hg) * out_stride, acc16, work);
         return;
     }
-    for (int h0 = 0; h0 < nh; h0 += per) { /* several groups: all rows of one position (hg = nh) */
-        int m = nh - h0 < per ? nh - h0 : per, w = n + (m - 1) / hg;
+    /* groups of whole positions (or of one position's heads when it has
+     * more than fit): group h0 starts at position t0 = h0 / hg */
+    int g = hg < nh ? per - per % hg : per;
+    for (int h0 = 0; h0 < nh; h0 += g) {
+        int m = nh - h0 < g ? nh - h0 : g, t0 = h0 / hg, n0 = n + t0, w = n0 + (m - 1) / hg;
         float S[ATTN_FLASH_ROWS];
         for (int h = 0; h < m; h++) {
             float *f = work + (size_t)3 * h * w;
-            S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n + h / hg, scale, f, f + w, f + 2 * (size_t)w);
+            S[h] = flash_factors(k, k_stride, q16 + (h0 + h) * dk16, dk, n0 + h / hg, scale, f, f + w, f + 2 * (size_t)w);
         }
-        float *o = out + h0 * out_stride;
+        float *o = out + (size_t)t0 * tstride + (size_t)(h0 % hg) * out_stride;
         switch (m * 16 + nv) {
-        case 2 * 16 + 8: accumulate_rows(2, 8, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
-        case 2 * 16 + 4: accumulate_rows(2, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
-        case 3 * 16 + 4: accumulate_rows(3, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
-        case 4 * 16 + 4: accumulate_rows(4, 4, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
-        default: accumulate_rows(m, nv, v, v_stride, work, n, hg, S, o, out_stride, tstride); break;
+        case 2 * 16 + 8: accumulate_rows(2, 8, v, v_stride, work, n0, hg, S, o, out_stride, tstride); break;
+        case 2 * 16 + 4: accumulate_rows(2, 4, v, v_stride, work, n0, hg, S, o, out_stride, tstride); break;
+        case 3 * 16 + 4: accumulate_rows(3, 4, v, v_stride, work, n0, hg, S, o, out_stride, tstride); break;
+        case 4 * 16 + 4: accumulate_rows(4, 4, v, v_stride, work, n0, hg, S, o, out_stride, tstride); break;
+        default: accumulate_rows(m, nv, v, v_stride, work, n0, hg, S, o, out_stride, tstride); break;
         }
     }
 }
