@@ -136,28 +136,23 @@ static void one_task(void *ctx, int task, int thread)
     else attn_one(&a, q, p->pos0 + t + 1, out, tmp);
 }
 
-/* Query heads a one-row task takes: flash_rows keeps several heads'
- * accumulators in flight (their f16 roundings are latency-bound chains),
- * the most that divides the group, each group's heads reading one KV head,
- * while every thread still gets a task. */
-static int rows_per_task(const sl_session *s, const attn_pass *p)
+/* What a one-row task takes, while every thread still gets a task.
+ * Query heads: flash_rows keeps several heads' accumulators in flight
+ * (their f16 roundings are latency-bound chains), the most that divides
+ * the group, each group's heads reading one KV head.  Query positions
+ * besides: where a KV head has fewer query heads than flash_rows holds
+ * (tinymoe: 2 of 4), the next positions of a verification fill the rest,
+ * sharing the keys' and values' loads (a position sees one key more than
+ * the one before it). */
+static void task_shape(const sl_session *s, const attn_pass *p, pass_job *j)
 {
-    if (s->kv_mode != SL_KV_F16_FLASH || !s->aop->flash_rows) return 1;
+    j->rows = j->pos = 1;
+    if (s->kv_mode != SL_KV_F16_FLASH || !s->aop->flash_rows) return;
     int r = p->group < ATTN_FLASH_ROWS ? p->group : ATTN_FLASH_ROWS;
     while (r > 1 && (p->group % r || p->T * (p->H / r) < s->n_threads)) r--;
-    return r;
-}
-
-/* Query positions a task takes besides: where a KV head has fewer query
- * heads than flash_rows holds (tinymoe: 2 of 4), the next positions of a
- * verification fill the rest, sharing the keys' and values' loads (a
- * position sees one key more than the one before it). */
-static int positions_per_task(const sl_session *s, const attn_pass *p, int rows)
-{
-    if (s->kv_mode != SL_KV_F16_FLASH || !s->aop->flash_rows) return 1;
-    int n = ATTN_FLASH_ROWS / rows;
-    while (n > 1 && (n > p->T || (p->T + n - 1) / n * (p->H / rows) < s->n_threads)) n--;
-    return n;
+    int n = ATTN_FLASH_ROWS / r;
+    while (n > 1 && (n > p->T || (p->T + n - 1) / n * (p->H / r) < s->n_threads)) n--;
+    j->rows = r, j->pos = n;
 }
 
 /* One head's tile of up to ATTN_TILE consecutive queries. */
@@ -183,8 +178,7 @@ void attn_run(sl_session *s, const attn_pass *p)
     if (s->kv_mode == SL_KV_F16_FLASH && p->T >= ATTN_TILE && p->dv % 16 == 0)
         run_tasks(s, p->H * j.n_tiles, tiled_task, &j);
     else {
-        j.rows = rows_per_task(s, p);
-        j.pos = positions_per_task(s, p, j.rows);
+        task_shape(s, p, &j);
         run_tasks(s, (p->T + j.pos - 1) / j.pos * (p->H / j.rows), one_task, &j);
     }
 }

@@ -204,7 +204,7 @@ static void flash(const uint16_t *k, size_t k_stride, const uint16_t *v, size_t 
 static void rope(const rope_params *rp, const float *cache, float *x)
 {
     int half = rp->n_rot / 2;
-    if ((rp->mode != ROPE_MODE_NEOX && rp->mode != ROPE_MODE_IMROPE && rp->mode != ROPE_MODE_MROPE) || half % 8) {
+    if (!rope_pairs_halves(rp) || half % 8) {
         rope_apply(rp, cache, x);
         return;
     }

@@ -297,7 +297,7 @@ static void flash_rows(const uint16_t *k, size_t k_stride, const uint16_t *v, si
  * s, x1 * c) one product and one fused multiply-add, as fmaf does them. */
 static void rope(const rope_params *rp, const float *cache, float *x)
 {
-    if (rp->mode != ROPE_MODE_NEOX && rp->mode != ROPE_MODE_IMROPE && rp->mode != ROPE_MODE_MROPE) {
+    if (!rope_pairs_halves(rp)) {
         rope_apply(rp, cache, x);
         return;
     }

@@ -73,7 +73,7 @@ void rope_apply(const rope_params *rp, const float *cache, float *x)
 {
     int n = rp->n_rot;
     if (rp->mode == ROPE_MODE_NONE) return;
-    bool neox = rp->mode == ROPE_MODE_NEOX || rp->mode == ROPE_MODE_IMROPE || rp->mode == ROPE_MODE_MROPE;
+    bool neox = rope_pairs_halves(rp);
     for (int i0 = 0; i0 < n; i0 += 2) {
         float c = cache[i0], s = cache[i0 + 1];
         int a = neox ? i0 / 2 : i0;

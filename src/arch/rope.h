@@ -8,6 +8,7 @@
 #ifndef SLUICE_ROPE_H
 #define SLUICE_ROPE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* ggml's rope types.  NONE: no rotation at all (Kimi-Linear's MLA).
@@ -29,6 +30,13 @@ typedef struct {
     const float *freq_factors; /* n_rot/2 divisors of theta (llama3 rope_freqs), or NULL */
     int32_t sections[4];       /* IMROPE / MROPE: pairs per position stream (t, h, w, e) */
 } rope_params;
+
+/* Whether RP rotates the pairs (i, i + n_rot/2) (NEOX and the multi-section
+ * modes), not (2i, 2i+1). */
+static inline bool rope_pairs_halves(const rope_params *rp)
+{
+    return rp->mode == ROPE_MODE_NEOX || rp->mode == ROPE_MODE_IMROPE || rp->mode == ROPE_MODE_MROPE;
+}
 
 /* cos/sin for position POS: cache[2i] = cos, cache[2i+1] = sin of pair i
  * (n_rot floats). */
